@@ -1,0 +1,42 @@
+# Two commands for a newcomer: `make demo` (OCR a real document, print Markdown) and `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
+
+.PHONY: venv demo test test-vllm up services bench lint migrate clean
+
+$(BIN)/.installed: requirements/base.txt requirements/dev.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements/dev.txt
+	touch $@
+
+venv: $(BIN)/.installed
+
+migrate: venv
+	$(BIN)/python manage.py migrate --verbosity 0
+
+demo: migrate
+	$(BIN)/python manage.py ocr $(DEMO_FILE)
+
+services:
+	bash .ci/services.sh
+
+test: venv services
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-vllm: venv services
+	bash .ci/vllm.sh
+
+up: migrate services
+	$(BIN)/honcho start -f Procfile
+
+bench: venv services
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+lint: venv
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean:
+	rm -rf var .pytest_cache bench/results

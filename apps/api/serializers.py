@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from django.urls import reverse
+from rest_framework import serializers
+
+from apps.jobs.models import Job
+
+
+class JobCreateSerializer(serializers.Serializer):
+    file = serializers.FileField(allow_empty_file=True, help_text="PDF, PNG, JPEG, TIFF, WebP or BMP")
+    engine = serializers.ChoiceField(choices=Job.Engine.choices, required=False)
+    ocr = serializers.ChoiceField(
+        choices=[("auto", "auto"), ("force", "force")],
+        required=False,
+        default="auto",
+        help_text="auto: born-digital pages use their text layer; force: OCR every page",
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class ProgressSerializer(serializers.Serializer):
+    pages_done = serializers.IntegerField()
+    pages_failed = serializers.IntegerField()
+    pages_total = serializers.IntegerField()
+
+
+class JobSerializer(serializers.ModelSerializer):
+    progress = serializers.SerializerMethodField()
+    error = serializers.SerializerMethodField()
+    links = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "status", "filename", "kind", "engine", "sha256", "size_bytes", "attempt",
+            "progress", "error", "created_at", "started_at", "finished_at", "links",
+        ]
+
+    def get_progress(self, job: Job) -> ProgressSerializer:
+        return {"pages_done": job.pages_done, "pages_failed": job.pages_failed, "pages_total": job.page_count}
+
+    def get_error(self, job: Job) -> ErrorSerializer | None:
+        if not job.error_code:
+            return None
+        return {"code": job.error_code, "message": job.error_message}
+
+    def get_links(self, job: Job) -> dict[str, str]:
+        request = self.context.get("request")
+        url = reverse("job-detail", args=[job.pk])
+        result = reverse("job-result", args=[job.pk])
+
+        def absolute(path: str) -> str:
+            return request.build_absolute_uri(path) if request else path
+
+        return {
+            "self": absolute(url),
+            "markdown": absolute(f"{result}?format=markdown"),
+            "json": absolute(f"{result}?format=json"),
+        }

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from apps.api import views
+
+router = SimpleRouter(trailing_slash="/?")
+router.register("api/v1/jobs", views.JobViewSet, basename="job")
+
+urlpatterns = [
+    path("process", views.process, name="seed-process"),
+    path("status/<uuid:task_id>", views.seed_status, name="seed-status"),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    *router.urls,
+]

@@ -1,0 +1,183 @@
+"""REST views: validate, delegate to ``apps.jobs.services``, shape the answer."""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import connection
+from django.http import HttpResponse, JsonResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action, api_view, permission_classes
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.api.auth import actor_of, tenant_of
+from apps.api.errors import ApiError
+from apps.api.serializers import JobCreateSerializer, JobSerializer
+from apps.jobs import services
+from apps.jobs.models import Job
+from ocrsite.celery import app as celery_app
+from workers.pipeline.probe import InputError
+
+# multipart framing around the file; a body bigger than limit + this cannot hold a legal file
+MULTIPART_SLACK = 64 * 1024
+
+
+def accept_upload(request: Request) -> Job:
+    """Shared by /api/v1/jobs and the seed-compatible /process: size, type, pages, then submit."""
+    declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    if declared > settings.OCR_MAX_UPLOAD_BYTES + MULTIPART_SLACK:
+        raise ApiError(413, "input:too-large", f"the limit is {settings.OCR_MAX_UPLOAD_BYTES} bytes")
+    serializer = JobCreateSerializer(data=request.data)
+    if getattr(request._request, "upload_too_large", False):
+        raise ApiError(413, "input:too-large", f"the limit is {settings.OCR_MAX_UPLOAD_BYTES} bytes")
+    serializer.is_valid(raise_exception=True)
+    upload = serializer.validated_data["file"]
+    try:
+        return services.submit(
+            services.Upload(stream=upload.file, filename=upload.name or "", size=upload.size),
+            owner=request.user if request.user.is_authenticated else None,
+            tenant=tenant_of(request),
+            engine=serializer.validated_data.get("engine"),
+            options={"ocr": serializer.validated_data.get("ocr", "auto")},
+        )
+    except InputError as exc:
+        raise ApiError(exc.status, exc.code, exc.message) from exc
+
+
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = JobSerializer
+    parser_classes = [MultiPartParser, FormParser]
+
+    def get_queryset(self):
+        qs = Job.objects.filter(tenant=tenant_of(self.request)).order_by("-created_at")
+        wanted = self.request.query_params.get("status")
+        if wanted:
+            qs = qs.filter(status__in=wanted.split(","))
+        return qs
+
+    @extend_schema(
+        request={"multipart/form-data": JobCreateSerializer},
+        responses={202: JobSerializer},
+        description="Upload a document. Answers 202 at once with the job and a Location header.",
+    )
+    def create(self, request: Request) -> Response:
+        job = accept_upload(request)
+        body = JobSerializer(job, context={"request": request}).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["links"]["self"]})
+
+    @extend_schema(parameters=[OpenApiParameter("status", str, description="comma-separated statuses")])
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=None, responses={202: JobSerializer}, description="Cancel a queued or running job.")
+    def destroy(self, request: Request, pk=None) -> Response:
+        job = self.get_object()
+        services.cancel(job.pk, actor=actor_of(request))
+        job.refresh_from_db()
+        if job.status != Job.Status.CANCELLED:
+            raise ApiError(409, "job:not-cancellable", f"the job is already {job.status}")
+        return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=["markdown", "json"], default="markdown")],
+        responses={(200, "text/markdown"): OpenApiTypes.STR, (200, "application/json"): OpenApiTypes.OBJECT},
+    )
+    @action(detail=True, methods=["get"], url_path="result", url_name="result")
+    def result(self, request: Request, pk=None) -> HttpResponse:
+        job = self.get_object()
+        fmt = request.query_params.get("format", "markdown")
+        if fmt not in ("markdown", "json"):
+            raise ApiError(400, "request:bad-format", "format must be markdown or json")
+        if job.status != Job.Status.DONE:
+            raise ApiError(409, "job:not-ready", f"the job is {job.status}")
+        field = job.result_markdown if fmt == "markdown" else job.result_json
+        if not field:
+            raise ApiError(410, "job:result-purged", "the result was purged")
+        with default_storage.open(field.name, "rb") as fh:
+            data = fh.read()
+        content_type = "text/markdown; charset=utf-8" if fmt == "markdown" else "application/json"
+        return HttpResponse(data, content_type=content_type)
+
+
+# --- seed-compatible endpoints for clients of the course's gateway ------------------------------
+
+_SEED_STATUS = {
+    Job.Status.QUEUED: "queued",
+    Job.Status.RUNNING: "processing",
+    Job.Status.ASSEMBLING: "processing",
+    Job.Status.DONE: "completed",
+    Job.Status.FAILED: "failed",
+    Job.Status.CANCELLED: "cancelled",
+}
+
+
+@extend_schema(request={"multipart/form-data": JobCreateSerializer}, responses={202: OpenApiTypes.OBJECT})
+@api_view(["POST"])
+def process(request: Request) -> Response:
+    job = accept_upload(request)
+    return Response({"task_id": str(job.pk), "status": _SEED_STATUS[job.status]}, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(responses={200: OpenApiTypes.OBJECT})
+@api_view(["GET"])
+def seed_status(request: Request, task_id: str) -> Response:
+    job = Job.objects.filter(pk=task_id, tenant=tenant_of(request)).first()
+    if job is None:
+        raise ApiError(404, "job:not-found", "no such task")
+    result = None
+    if job.status == Job.Status.DONE:
+        with default_storage.open(job.result_markdown.name, "rb") as fh:
+            markdown = fh.read().decode()
+        with default_storage.open(job.result_json.name, "rb") as fh:
+            layout = json.loads(fh.read())["pages"]
+        result = {"markdown": markdown, "layout": layout}
+    error = {"code": job.error_code, "message": job.error_message} if job.error_code else None
+    return Response({"task_id": str(job.pk), "status": _SEED_STATUS[job.status], "result": result, "error": error})
+
+
+# --- probes ------------------------------------------------------------------------------------
+
+
+@extend_schema(exclude=True)
+@api_view(["GET"])
+@permission_classes([AllowAny])
+def healthz(request: Request) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+@extend_schema(exclude=True)
+@api_view(["GET"])
+@permission_classes([AllowAny])
+def readyz(request: Request) -> JsonResponse:
+    checks = {"database": _check(_database), "broker": _check(_broker), "storage": _check(_storage)}
+    ok = all(v == "ok" for v in checks.values())
+    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503)
+
+
+def _check(fn) -> str:
+    try:
+        fn()
+        return "ok"
+    except Exception as exc:  # a probe reports any failure as text; it must never raise
+        return f"error: {type(exc).__name__}: {exc}"[:300]
+
+
+def _database() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _broker() -> None:
+    with celery_app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, timeout=2)
+
+
+def _storage() -> None:
+    default_storage.exists("readyz")

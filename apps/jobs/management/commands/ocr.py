@@ -1,0 +1,83 @@
+"""``manage.py ocr FILE``: the embedded pipeline on one machine, no broker, no GPU.
+
+The same services and tasks as the cluster run in-process (Celery eager mode), against the
+configured database (SQLite by default) and storage (local files by default).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from django.core.files.storage import default_storage
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from apps.jobs import services
+from apps.jobs.models import Job
+from ocrsite.celery import app as celery_app
+from workers.pipeline.probe import InputError
+
+
+class Command(BaseCommand):
+    help = "OCR a PDF or image with the embedded pipeline and print Markdown (or JSON)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("file", type=Path)
+        parser.add_argument("--json", action="store_true", help="print the JSON result instead of Markdown")
+        parser.add_argument("--out", type=Path, help="write the result to this file instead of stdout")
+        parser.add_argument("--engine", choices=[e.value for e in Job.Engine], help="engine profile for this job")
+        parser.add_argument("--force-ocr", action="store_true", help="OCR pages even when they have a text layer")
+
+    def handle(self, *args, **opts) -> None:
+        path: Path = opts["file"]
+        if not path.is_file():
+            raise CommandError(f"{path}: no such file")
+        call_command("migrate", verbosity=0, interactive=False)
+        logging.getLogger("celery").setLevel(logging.WARNING)
+        logging.getLogger("apps").setLevel(logging.WARNING)
+        celery_app.conf.task_always_eager = True
+        celery_app.conf.task_eager_propagates = True
+        # Register the tasks in this process so enqueueing by name runs them here (eager mode);
+        # the web process never imports them and sends by name to the broker instead.
+        celery_app.loader.import_default_modules()
+
+        bar = None
+
+        def on_page(sender, job_id, **kwargs) -> None:
+            if bar is not None:
+                if bar.total is None:
+                    bar.total = Job.objects.values_list("page_count", flat=True).get(pk=job_id)
+                bar.update(1)
+
+        services.page_finished.connect(on_page, weak=False)
+        try:
+            with path.open("rb") as fh:
+                upload = services.Upload(stream=fh, filename=path.name, size=path.stat().st_size)
+                bar = tqdm(desc=path.name, unit="page", file=sys.stderr, disable=None, leave=False)
+                job = services.submit(
+                    upload,
+                    tenant="cli",
+                    engine=opts["engine"],
+                    options={"ocr": "force" if opts["force_ocr"] else "auto"},
+                )
+        except InputError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from exc
+        finally:
+            services.page_finished.disconnect(on_page)
+            if bar is not None:
+                bar.close()
+
+        job.refresh_from_db()
+        if job.status != Job.Status.DONE:
+            raise CommandError(f"job {job.pk} {job.status}: {job.error_code} {job.error_message}")
+        field = job.result_json if opts["json"] else job.result_markdown
+        with default_storage.open(field.name, "rb") as fh:
+            text = fh.read().decode()
+        if opts["out"]:
+            opts["out"].write_text(text)
+            self.stderr.write(f"wrote {opts['out']} ({job.page_count} pages, job {job.pk})")
+        else:
+            self.stdout.write(text, ending="")

@@ -1,0 +1,186 @@
+"""Job, Page, Region and StageEvent: the system of record.
+
+Status only moves through ``apps.jobs.services`` and each move is a conditional UPDATE
+(compare-and-set), so two workers handed the same message cannot both advance a row.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Job(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        ASSEMBLING = "assembling"
+        DONE = "done"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.ASSEMBLING)
+    TERMINAL = (Status.DONE, Status.FAILED, Status.CANCELLED)
+
+    class Engine(models.TextChoices):
+        CPU = "cpu"
+        GPU = "gpu"
+        VLM_PAGE = "vlm-page"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    tenant = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.CPU)
+    options = models.JSONField(default=dict, blank=True)
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    attempt = models.PositiveIntegerField(default=1)
+
+    filename = models.CharField(max_length=255, blank=True, default="")
+    source = models.FileField(upload_to="sources/", max_length=255)
+    kind = models.CharField(max_length=8, help_text="type sniffed from magic bytes: pdf, png, jpeg, tiff, webp, bmp")
+    sha256 = models.CharField(max_length=64, db_index=True)
+    size_bytes = models.BigIntegerField(default=0)
+
+    page_count = models.PositiveIntegerField(default=0)
+    pages_done = models.PositiveIntegerField(default=0)
+    pages_failed = models.PositiveIntegerField(default=0)
+
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+
+    result_markdown = models.FileField(upload_to="results/", max_length=255, blank=True)
+    result_json = models.FileField(upload_to="results/", max_length=255, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at"], name="job_tenant_created"),
+            models.Index(fields=["status", "created_at"], name="job_status_created"),
+            models.Index(fields=["tenant", "idempotency_key"], name="job_tenant_idem"),
+            models.Index(fields=["error_code"], name="job_error_code"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.filename or self.pk} ({self.status})"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None
+
+
+class Page(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"  # waiting for layout
+        DETECTING = "detecting"
+        DETECTED = "detected"  # waiting for recognition
+        RECOGNIZING = "recognizing"
+        DONE = "done"
+        FAILED = "failed"
+
+    class Source(models.TextChoices):
+        TEXT_LAYER = "text-layer"
+        OCR = "ocr"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="pages")
+    index = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.OCR)
+    width = models.PositiveIntegerField(default=0, help_text="image width in pixels")
+    height = models.PositiveIntegerField(default=0, help_text="image height in pixels")
+    width_pt = models.FloatField(default=0.0)
+    height_pt = models.FloatField(default=0.0)
+    dpi = models.PositiveIntegerField(default=0)
+    image = models.FileField(upload_to="pages/", max_length=255, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    layout_ms = models.PositiveIntegerField(null=True, blank=True)
+    recognize_ms = models.PositiveIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["job", "index"]
+        constraints = [models.UniqueConstraint(fields=["job", "index"], name="page_job_index")]
+        indexes = [models.Index(fields=["status", "claimed_at"], name="page_status_claimed")]
+
+    def __str__(self) -> str:
+        return f"page {self.index + 1} of {self.job_id}"
+
+
+class Region(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+        FAILED = "failed"
+
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="regions")
+    order = models.PositiveIntegerField(help_text="reading order within the page")
+    label = models.CharField(max_length=32)
+    x0 = models.FloatField()
+    y0 = models.FloatField()
+    x1 = models.FloatField()
+    y1 = models.FloatField()
+    polygon = models.JSONField(null=True, blank=True)
+    score = models.FloatField(default=0.0, help_text="layout detector confidence")
+    text = models.TextField(blank=True, default="")
+    confidence = models.FloatField(null=True, blank=True, help_text="recognizer confidence")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    source = models.CharField(max_length=16, default=Page.Source.OCR)
+    engine = models.CharField(max_length=64, blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    flags = models.JSONField(default=list, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["page", "order"]
+        # Not unique: re-ordering after recognition renumbers rows one by one.
+        indexes = [models.Index(fields=["page", "order"], name="region_page_order")]
+
+    def __str__(self) -> str:
+        return f"{self.label} #{self.order}"
+
+    @property
+    def bbox(self) -> tuple[float, float, float, float]:
+        return (self.x0, self.y0, self.x1, self.y1)
+
+
+class StageEvent(models.Model):
+    """One row per pipeline stage run or operator action: the job's timeline."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    page = models.ForeignKey(Page, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    stage = models.CharField(max_length=32)
+    outcome = models.CharField(max_length=16, default="ok")
+    attempt = models.PositiveIntegerField(default=1)
+    worker = models.CharField(max_length=255, blank=True, default="")
+    actor = models.CharField(max_length=150, blank=True, default="", help_text="operator, for actions")
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job", "started_at", "id"]
+        indexes = [models.Index(fields=["job", "started_at"], name="event_job_started")]
+
+    def __str__(self) -> str:
+        return f"{self.stage} {self.outcome}"

@@ -1,0 +1,294 @@
+"""Every status change of Job and Page, each a compare-and-set, plus submit/cancel/retry.
+
+A function here returns whether it won its compare-and-set; the loser does nothing more, so a
+message delivered twice, or a retry racing a sweep, cannot double-count or double-finish.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import BinaryIO
+
+from django.conf import settings
+from django.core.files.base import ContentFile, File
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.db.models import F, Q
+from django.dispatch import Signal
+from django.utils import timezone
+
+from apps.jobs import dispatch
+from apps.jobs.models import Job, Page, Region, StageEvent
+from workers.pipeline.probe import InputError, probe
+
+log = logging.getLogger(__name__)
+
+# Sent after a page reaches a terminal state; the CLI's progress bar listens.
+page_finished = Signal()
+
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Upload:
+    stream: BinaryIO
+    filename: str
+    size: int
+
+
+# --- submit / cancel / retry ------------------------------------------------------------------
+
+
+def submit(
+    upload: Upload,
+    *,
+    owner=None,
+    tenant: str = "",
+    engine: str | None = None,
+    options: dict | None = None,
+    idempotency_key: str = "",
+) -> Job:
+    """Probe, store and queue a document. Raises ``InputError`` for anything we refuse."""
+    if upload.size > settings.OCR_MAX_UPLOAD_BYTES:
+        raise InputError(
+            "input:too-large", f"{upload.size} bytes; the limit is {settings.OCR_MAX_UPLOAD_BYTES}", 413
+        )
+    found = probe(upload.stream, max_pages=settings.OCR_MAX_PAGES, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
+    upload.stream.seek(0)
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: upload.stream.read(1 << 20), b""):
+        digest.update(chunk)
+    upload.stream.seek(0)
+
+    job = Job(
+        owner=owner,
+        tenant=tenant,
+        engine=engine or settings.OCR_ENGINE,
+        options=options or {},
+        idempotency_key=idempotency_key,
+        filename=clean_filename(upload.filename),
+        kind=found.kind,
+        sha256=digest.hexdigest(),
+        size_bytes=upload.size,
+        page_count=found.page_count,
+    )
+    # The stored name is ours: the client's filename never reaches a path.
+    job.source.save(f"{job.pk}.{found.kind}", File(upload.stream), save=False)
+    with transaction.atomic():
+        job.save()
+        transaction.on_commit(lambda: dispatch.ingest(str(job.pk)))
+    log.info("job submitted", extra={"job_id": str(job.pk), "pages": found.page_count})
+    return job
+
+
+def clean_filename(name: str) -> str:
+    """The client's name for display only: no directories, no control characters, bounded."""
+    name = name.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if ch.isprintable())
+    return name.strip()[:255]
+
+
+def cancel(job_id, actor: str = "") -> bool:
+    """Active → cancelled. Workers see it at their next claim and stop."""
+    now = timezone.now()
+    won = Job.objects.filter(pk=job_id, status__in=Job.ACTIVE).update(
+        status=Job.Status.CANCELLED, finished_at=now, updated_at=now
+    )
+    if won:
+        record(job_id, "cancel", started=now, actor=actor)
+    return bool(won)
+
+
+def retry(job_id, actor: str = "") -> bool:
+    """Failed → running again, re-doing only what failed; finished pages keep their regions."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.status != Job.Status.FAILED:
+            return False
+        failed = list(job.pages.filter(status=Page.Status.FAILED).values_list("pk", flat=True))
+        now = timezone.now()
+        if job.pages.count() < job.page_count:
+            # Ingest never finished: run it again; it skips pages that already exist.
+            Page.objects.filter(pk__in=failed).update(status=Page.Status.QUEUED, updated_at=now)
+            job.status = Job.Status.QUEUED
+            after = lambda: dispatch.ingest(str(job.pk))  # noqa: E731
+        else:
+            reset_pages(failed, now)
+            job.status = Job.Status.RUNNING
+            after = lambda: dispatch.detect_layout(failed)  # noqa: E731
+        job.pages_failed = 0
+        job.error_code = ""
+        job.error_message = ""
+        job.finished_at = None
+        job.save(update_fields=["status", "pages_failed", "error_code", "error_message", "finished_at", "updated_at"])
+        record(job.pk, "retry", started=now, actor=actor, detail={"pages": len(failed)})
+        transaction.on_commit(after)
+    return True
+
+
+def rerun(job_id, actor: str = "") -> bool:
+    """A fresh attempt on the same input: pages and results are dropped and ingest runs again."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.status in Job.ACTIVE or not job.source:
+            return False
+        job.pages.all().delete()
+        job.status = Job.Status.QUEUED
+        job.attempt += 1
+        job.pages_done = job.pages_failed = 0
+        job.error_code = job.error_message = ""
+        job.started_at = job.finished_at = None
+        job.result_markdown = job.result_json = ""
+        job.save()
+        record(job.pk, "rerun", started=timezone.now(), actor=actor, detail={"attempt": job.attempt})
+        transaction.on_commit(lambda: dispatch.ingest(str(job.pk)))
+    return True
+
+
+def reset_pages(page_ids: Iterable[int], now: datetime | None = None) -> None:
+    """Back to waiting for layout, with their regions gone (layout will write new ones)."""
+    ids = list(page_ids)
+    Page.objects.filter(pk__in=ids).update(
+        status=Page.Status.QUEUED, error_code="", error_message="", updated_at=now or timezone.now()
+    )
+    Region.objects.filter(page_id__in=ids).delete()
+
+
+# --- job transitions ---------------------------------------------------------------------------
+
+
+def start_job(job_id) -> bool:
+    now = timezone.now()
+    return bool(
+        Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(
+            status=Job.Status.RUNNING, started_at=now, updated_at=now
+        )
+    )
+
+
+def fail_job(job_id, code: str, message: str) -> bool:
+    now = timezone.now()
+    won = Job.objects.filter(pk=job_id, status__in=Job.ACTIVE).update(
+        status=Job.Status.FAILED, error_code=code, error_message=message[:2000], finished_at=now, updated_at=now
+    )
+    if won:
+        log.warning("job failed", extra={"job_id": str(job_id), "error_code": code})
+    return bool(won)
+
+
+def finish_job(job_id, markdown_name: str, json_name: str) -> bool:
+    now = timezone.now()
+    return bool(
+        Job.objects.filter(pk=job_id, status=Job.Status.ASSEMBLING).update(
+            status=Job.Status.DONE,
+            result_markdown=markdown_name,
+            result_json=json_name,
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+
+
+# --- page transitions --------------------------------------------------------------------------
+
+
+def claim_pages(page_ids: Iterable[int], frm: str, to: str) -> list[int]:
+    """Claim each page of a running job that is still in ``frm``; returns the ids won."""
+    won = []
+    for page_id in page_ids:
+        now = timezone.now()
+        if Page.objects.filter(pk=page_id, status=frm, job__status=Job.Status.RUNNING).update(
+            status=to, claimed_at=now, updated_at=now, attempts=F("attempts") + 1
+        ):
+            won.append(page_id)
+    return won
+
+
+def release_pages(page_ids: Iterable[int], frm: str, to: str) -> None:
+    """Hand claimed pages back (a transient failure that Celery will retry)."""
+    Page.objects.filter(pk__in=list(page_ids), status=frm).update(status=to, updated_at=timezone.now())
+
+
+def move_page(page_id: int, frm: str, to: str, **fields) -> bool:
+    return bool(Page.objects.filter(pk=page_id, status=frm).update(status=to, updated_at=timezone.now(), **fields))
+
+
+def finish_page(page_id: int, frm: str, *, error: tuple[str, str] | None = None, **fields) -> bool:
+    """``frm`` → done (or failed), count it on the job once, and decide whether the job is over.
+
+    The count and the page's status change commit together, so a crash cannot count a page
+    twice or lose it; the conditional update that brings done+failed up to page_count is the
+    one that finishes the job (fan-in without a chord).
+    """
+    to = Page.Status.FAILED if error else Page.Status.DONE
+    if error:
+        fields.update(error_code=error[0], error_message=error[1][:2000])
+    with transaction.atomic():
+        if not move_page(page_id, frm, to, **fields):
+            return False
+        job_id = Page.objects.values_list("job_id", flat=True).get(pk=page_id)
+        counter = "pages_failed" if error else "pages_done"
+        Job.objects.filter(pk=job_id).update(**{counter: F(counter) + 1}, updated_at=timezone.now())
+        complete = Q(pk=job_id, status=Job.Status.RUNNING) & Q(
+            pages_done__gte=F("page_count") - F("pages_failed")
+        )
+        if Job.objects.filter(complete, pages_failed=0).update(status=Job.Status.ASSEMBLING, updated_at=timezone.now()):
+            transaction.on_commit(lambda: dispatch.assemble(str(job_id)))
+        elif Job.objects.filter(complete, pages_failed__gt=0).exists():
+            _fail_from_pages(job_id)
+    page_finished.send(sender=Page, page_id=page_id, job_id=job_id, failed=bool(error))
+    return True
+
+
+def _fail_from_pages(job_id) -> None:
+    failed = Page.objects.filter(job_id=job_id, status=Page.Status.FAILED).order_by("index")
+    first = failed.first()
+    if first is None:
+        return
+    pages = ", ".join(str(p.index + 1) for p in failed[:20])
+    fail_job(job_id, first.error_code or "page:failed", f"{failed.count()} page(s) failed ({pages}): {first.error_message}")
+
+
+# --- timeline ----------------------------------------------------------------------------------
+
+
+def record(
+    job_id,
+    stage: str,
+    *,
+    started: datetime,
+    page_id: int | None = None,
+    outcome: str = "ok",
+    error_code: str = "",
+    actor: str = "",
+    attempt: int = 1,
+    detail: dict | None = None,
+) -> None:
+    now = timezone.now()
+    StageEvent.objects.create(
+        job_id=job_id,
+        page_id=page_id,
+        stage=stage,
+        outcome=outcome,
+        error_code=error_code,
+        actor=actor,
+        attempt=attempt,
+        worker="" if actor else WORKER,
+        detail=detail or {},
+        started_at=started,
+        finished_at=now,
+        duration_ms=max(0, int((now - started).total_seconds() * 1000)),
+    )
+
+
+def save_bytes(name: str, data: bytes) -> str:
+    """Write to default storage under exactly ``name`` (overwriting), returning the stored name."""
+    if default_storage.exists(name):
+        default_storage.delete(name)
+    return default_storage.save(name, ContentFile(data))

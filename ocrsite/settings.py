@@ -1,0 +1,227 @@
+"""The one settings module. Every value comes from the environment through ``ocrsite.env``.
+
+The defaults are the embedded profile: SQLite, local files, CPU engines, Redis on localhost.
+The README's table lists every variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from kombu import Queue
+
+from ocrsite.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("OCR_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_secret("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "apps.jobs",
+    "apps.api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "ocrsite.urls"
+WSGI_APPLICATION = "ocrsite.wsgi.application"
+ASGI_APPLICATION = "ocrsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "ocrsite" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database: the system of record ---------------------------------------------------------
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_secret("DATABASE_URL", f"sqlite:///{VAR_DIR / 'ocr.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Workers and web share the file in the embedded profile; wait instead of failing on a lock.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Storage: bytes live here, never on the broker -----------------------------------------
+MEDIA_ROOT = Path(env_str("OCR_MEDIA_ROOT", str(VAR_DIR / "media")))
+MEDIA_URL = "/media/"
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+OCR_STORAGE = env_choice("OCR_STORAGE", "local", ("local", "s3", "azure"))
+if OCR_STORAGE == "s3":
+    _default_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env_str("AWS_STORAGE_BUCKET_NAME", "ocr"),
+            "endpoint_url": env_str("AWS_S3_ENDPOINT_URL") or None,
+            "region_name": env_str("AWS_S3_REGION_NAME") or None,
+            "access_key": env_secret("AWS_ACCESS_KEY_ID") or None,
+            "secret_key": env_secret("AWS_SECRET_ACCESS_KEY") or None,
+            "location": env_str("AWS_LOCATION", ""),
+            "default_acl": None,
+            "file_overwrite": True,
+            "querystring_auth": True,
+        },
+    }
+elif OCR_STORAGE == "azure":
+    _default_storage = {
+        "BACKEND": "storages.backends.azure_storage.AzureStorage",
+        "OPTIONS": {
+            "account_name": env_str("AZURE_ACCOUNT_NAME"),
+            "account_key": env_secret("AZURE_ACCOUNT_KEY") or None,
+            "connection_string": env_secret("AZURE_CONNECTION_STRING") or None,
+            "azure_container": env_str("AZURE_CONTAINER", "ocr"),
+            "overwrite_files": True,
+        },
+    }
+else:
+    _default_storage = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(MEDIA_ROOT)},
+    }
+STORAGES = {
+    "default": _default_storage,
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# --- Limits on input -----------------------------------------------------------------------
+OCR_MAX_UPLOAD_BYTES = env_int("OCR_MAX_UPLOAD_BYTES", 10 * 1024 * 1024)
+OCR_MAX_PAGES = env_int("OCR_MAX_PAGES", 200)
+OCR_MAX_IMAGE_PIXELS = env_int("OCR_MAX_IMAGE_PIXELS", 60_000_000)
+# Uploads larger than this spool to a temp file instead of RAM.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+FILE_UPLOAD_HANDLERS = [
+    "apps.api.uploads.LimitedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
+
+# --- Engines ---------------------------------------------------------------------------------
+OCR_ENGINE = env_choice("OCR_ENGINE", "cpu", ("cpu", "gpu", "vlm-page"))
+OCR_LAYOUT_ENGINE = env_choice("OCR_LAYOUT_ENGINE", "cpu", ("cpu", "paddle"))
+OCR_RECOGNIZER = env_choice("OCR_RECOGNIZER", "cpu", ("cpu", "vllm"))
+OCR_DPI = env_int("OCR_DPI", 200)
+OCR_LAYOUT_BATCH = env_int("OCR_LAYOUT_BATCH", 8)
+OCR_BATCH_WINDOW_MS = env_int("OCR_BATCH_WINDOW_MS", 100)
+OCR_ENGINE_THREADS = env_int("OCR_ENGINE_THREADS", 0)  # 0: let the runtime decide
+OCR_REC_BATCH = env_int("OCR_REC_BATCH", 16)
+OCR_DET_MAX_SIDE = env_int("OCR_DET_MAX_SIDE", 2000)
+OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
+# Test-only fault injection through real configuration: pages whose index is listed fail.
+OCR_FAIL_PAGES = env_list("OCR_FAIL_PAGES", [])
+
+# --- Pipeline timing -------------------------------------------------------------------------
+OCR_TASK_SOFT_LIMIT = env_int("OCR_TASK_SOFT_LIMIT", 600)
+OCR_TASK_HARD_LIMIT = env_int("OCR_TASK_HARD_LIMIT", 660)
+OCR_STALE_AFTER = env_int("OCR_STALE_AFTER", OCR_TASK_HARD_LIMIT + 120)
+OCR_SWEEP_EVERY = env_int("OCR_SWEEP_EVERY", 60)
+OCR_MAX_ATTEMPTS = env_int("OCR_MAX_ATTEMPTS", 3)
+OCR_RETENTION_DAYS = env_int("OCR_RETENTION_DAYS", 30)
+
+# --- Celery ------------------------------------------------------------------------------------
+CELERY_BROKER_URL = env_secret("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("CELERY_WORKER_PREFETCH_MULTIPLIER", 1)
+CELERY_TASK_SOFT_TIME_LIMIT = OCR_TASK_SOFT_LIMIT
+CELERY_TASK_TIME_LIMIT = OCR_TASK_HARD_LIMIT
+# Redis re-delivers an unacked message after this; it must exceed the longest hard limit or a
+# running task would be handed to a second worker while the first still works on it.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": OCR_TASK_HARD_LIMIT * 2 + 60}
+CELERY_TASK_DEFAULT_QUEUE = "cpu"
+CELERY_TASK_QUEUES = [Queue("cpu"), Queue("layout"), Queue("ocr")]
+CELERY_TASK_ROUTES = {
+    "workers.ingest": {"queue": "cpu"},
+    "workers.assemble": {"queue": "cpu"},
+    "workers.sweep": {"queue": "cpu"},
+    "workers.detect_layout": {"queue": "layout"},
+    "workers.recognize": {"queue": "ocr"},
+}
+CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_TASK_SEND_SENT_EVENT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "sweep": {"task": "workers.sweep", "schedule": float(OCR_SWEEP_EVERY)},
+}
+
+# --- REST API ----------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    # Auth lives here and only here; the perimeter issue adds API keys and JWT to this list.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": env_int("OCR_API_PAGE_SIZE", 50),
+    "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OCR platform API",
+    "DESCRIPTION": "Upload PDFs and images, poll the job, fetch Markdown or JSON.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"RapidOCR": {"level": "WARNING"}, "rapid_layout": {"level": "WARNING"}},
+}

