@@ -23,8 +23,13 @@ demo: migrate
 services:
 	bash .ci/services.sh
 
+# Tests share PostgreSQL, Redis (db 15) and a media folder with real worker processes.
+TEST_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ocr} \
+	CELERY_BROKER_URL=$${TEST_BROKER_URL:-redis://127.0.0.1:6379/15} \
+	OCR_MEDIA_ROOT=$${TEST_MEDIA_ROOT:-$(CURDIR)/var/test-media}
+
 test: venv services
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-vllm: venv services
 	bash .ci/vllm.sh

@@ -204,6 +204,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env_int("OCR_API_PAGE_SIZE", 50),
     "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
+    # ?format= selects markdown|json on the result endpoint, not a DRF renderer.
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "OCR platform API",

@@ -5,7 +5,8 @@ from rest_framework.routers import SimpleRouter
 
 from apps.api import views
 
-router = SimpleRouter(trailing_slash="/?")
+router = SimpleRouter()
+router.trailing_slash = "/?"  # /api/v1/jobs and /api/v1/jobs/ both answer, as integrators type both
 router.register("api/v1/jobs", views.JobViewSet, basename="job")
 
 urlpatterns = [

@@ -1,0 +1,166 @@
+"""Shared fixtures: real PostgreSQL, real Redis, a real Celery worker process.
+
+Run through ``make test``, which starts the services and sets the environment below. Pipeline
+tests use ``transactional_db`` so that what they commit is visible to the worker process.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data" / "dev"
+BUNDLED_DATA = ROOT / "tests" / "data"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+def pytest_configure(config) -> None:
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine:
+        raise pytest.UsageError(
+            "The tests need PostgreSQL and Redis shared with a worker process: run `make test` "
+            "(it starts them and sets DATABASE_URL, CELERY_BROKER_URL, OCR_MEDIA_ROOT)."
+        )
+
+
+def dev_file(name: str) -> Path:
+    """A document from ../shared/data/dev, or the bundled copy when shared/ is absent."""
+    for base in (SHARED_DATA, BUNDLED_DATA):
+        path = base / name
+        if path.exists():
+            return path
+    pytest.skip(f"{name} is in neither {SHARED_DATA} nor {BUNDLED_DATA}")
+
+
+@pytest.fixture(scope="session")
+def broker_url() -> str:
+    return settings.CELERY_BROKER_URL
+
+
+@pytest.fixture(scope="session")
+def redis_client(broker_url: str) -> redis.Redis:
+    return redis.Redis.from_url(broker_url)
+
+
+class WorkerProcess:
+    def __init__(self, proc: subprocess.Popen, log: Path) -> None:
+        self.proc = proc
+        self.log = log
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def tail(self, n: int = 60) -> str:
+        try:
+            return "\n".join(self.log.read_text().splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+def _worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env.update(
+        {
+            # pytest-django renamed the database to the test database: the worker must use it too.
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "OCR_MEDIA_ROOT": str(settings.MEDIA_ROOT),
+            "DATABASE_CONN_MAX_AGE": "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture(scope="session")
+def start_worker(django_db_setup, django_db_blocker, redis_client) -> Iterator[Callable[..., WorkerProcess]]:
+    """Factory: start a real ``celery worker`` process against the test database and broker."""
+    started: list[WorkerProcess] = []
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def start(queues: str = "cpu,layout,ocr", concurrency: int = 2, env: dict[str, str] | None = None,
+              name: str | None = None) -> WorkerProcess:
+        name = name or f"test-{uuid.uuid4().hex[:6]}"
+        log = ARTIFACTS / f"worker-{name}.log"
+        cmd = [sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", queues, "-n", f"{name}@%h",
+               "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+               "--without-heartbeat"]
+        fh = log.open("w")
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=_worker_env(env), stdout=fh, stderr=subprocess.STDOUT)
+        worker = WorkerProcess(proc, log)
+        started.append(worker)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {proc.returncode}:\n{worker.tail()}")
+            if "ready." in log.read_text():
+                return worker
+            time.sleep(0.2)
+        raise RuntimeError(f"worker did not become ready:\n{worker.tail()}")
+
+    # Start from empty queues: leftovers of an earlier run must not leak into this one.
+    redis_client.flushdb()
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture(scope="session")
+def worker(start_worker) -> WorkerProcess:
+    """One shared worker consuming every queue, as the local stack runs it."""
+    return start_worker(name="shared")
+
+
+@pytest.fixture
+def user(db):
+    return get_user_model().objects.create_user(username=f"u-{uuid.uuid4().hex[:8]}", password="pw")
+
+
+@pytest.fixture
+def api(user) -> APIClient:
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+def wait_for_job(api: APIClient, job_id: str, timeout: float = 180, until=("done", "failed", "cancelled")) -> dict:
+    """Poll the API until the job reaches one of ``until``; fail with the worker's view if not."""
+    deadline = time.monotonic() + timeout
+    body: dict = {}
+    while time.monotonic() < deadline:
+        body = api.get(f"/api/v1/jobs/{job_id}").json()
+        if body.get("status") in until:
+            return body
+        time.sleep(0.25)
+    raise AssertionError(f"job {job_id} did not reach {until} in {timeout}s; last: {body}")
+
+
+def upload(api: APIClient, path: Path | str, name: str | None = None, data: bytes | None = None, **fields):
+    payload = data if data is not None else Path(path).read_bytes()
+    fh = io.BytesIO(payload)
+    fh.name = name or Path(path).name
+    return api.post("/api/v1/jobs", {"file": fh, **fields}, format="multipart")
