@@ -68,6 +68,18 @@ class Job(models.Model):
             models.Index(fields=["status", "created_at"], name="job_status_created"),
             models.Index(fields=["tenant", "idempotency_key"], name="job_tenant_idem"),
             models.Index(fields=["error_code"], name="job_error_code"),
+            # The operators' console filters by these and sorts newest first (apps/jobs/admin.py).
+            models.Index(fields=["owner", "-created_at"], name="job_owner_created"),
+            models.Index(fields=["engine", "-created_at"], name="job_engine_created"),
+            models.Index(
+                fields=["-created_at"], condition=~models.Q(error_code=""), name="job_has_error_created"
+            ),
+        ]
+        permissions = [
+            ("retry_job", "Can retry the failed pages of a job"),
+            ("cancel_job", "Can cancel a job"),
+            ("rerun_job", "Can re-run a job from scratch"),
+            ("purge_job", "Can purge a job's payload and results"),
         ]
 
     def __str__(self) -> str:
@@ -115,7 +127,11 @@ class Page(models.Model):
     class Meta:
         ordering = ["job", "index"]
         constraints = [models.UniqueConstraint(fields=["job", "index"], name="page_job_index")]
-        indexes = [models.Index(fields=["status", "claimed_at"], name="page_status_claimed")]
+        indexes = [
+            models.Index(fields=["status", "claimed_at"], name="page_status_claimed"),
+            # Dashboard and /metrics: oldest waiting page, pages finished per minute.
+            models.Index(fields=["status", "updated_at"], name="page_status_updated"),
+        ]
 
     def __str__(self) -> str:
         return f"page {self.index + 1} of {self.job_id}"
@@ -180,7 +196,10 @@ class StageEvent(models.Model):
 
     class Meta:
         ordering = ["job", "started_at", "id"]
-        indexes = [models.Index(fields=["job", "started_at"], name="event_job_started")]
+        indexes = [
+            models.Index(fields=["job", "started_at"], name="event_job_started"),
+            models.Index(fields=["stage", "started_at"], name="event_stage_started"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.stage} {self.outcome}"
