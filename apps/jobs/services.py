@@ -109,8 +109,8 @@ def retry(job_id, actor: str = "") -> bool:
     """Failed → running again, re-doing only what failed; finished pages keep their regions."""
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job_id).first()
-        if job is None or job.status != Job.Status.FAILED:
-            return False
+        if job is None or job.status != Job.Status.FAILED or not job.source:
+            return False  # not failed, or purged: nothing left to retry from
         failed = list(job.pages.filter(status=Page.Status.FAILED).values_list("pk", flat=True))
         now = timezone.now()
         if job.pages.count() < job.page_count:
@@ -149,6 +149,40 @@ def rerun(job_id, actor: str = "") -> bool:
         record(job.pk, "rerun", started=timezone.now(), actor=actor, detail={"attempt": job.attempt})
         transaction.on_commit(lambda: dispatch.ingest(str(job.pk)))
     return True
+
+
+def purge(job_id, actor: str = "") -> bool:
+    """Delete a finished job's source, page images and results; the row and its timeline stay.
+
+    Only jobs that are no longer active: a running job would trip over its missing input. A second
+    purge finds nothing left and records nothing.
+    """
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.status in Job.ACTIVE:
+            return False
+        images = list(job.pages.exclude(image="").values_list("image", flat=True))
+        names = [n for n in (job.source.name, job.result_markdown.name, job.result_json.name, *images) if n]
+        regions = Region.objects.filter(page__job=job)
+        if not names and not regions.exists():
+            return False
+        regions.delete()  # region text is a result too
+        job.pages.update(image="", updated_at=timezone.now())
+        job.source = job.result_markdown = job.result_json = ""
+        job.save(update_fields=["source", "result_markdown", "result_json", "updated_at"])
+        record(job.pk, "purge", started=timezone.now(), actor=actor, detail={"files": len(names)})
+        # Bytes go only once the rows no longer point at them; a failed delete leaves an orphan
+        # file (logged), never a row pointing at nothing.
+        transaction.on_commit(lambda: _delete_stored(names, job.pk))
+    return True
+
+
+def _delete_stored(names: list[str], job_id) -> None:
+    for name in names:
+        try:
+            default_storage.delete(name)
+        except Exception:  # storage backends raise their own types (botocore, azure, OSError)
+            log.exception("purge could not delete a stored file", extra={"job_id": str(job_id), "file": name})
 
 
 def reset_pages(page_ids: Iterable[int], now: datetime | None = None) -> None:
