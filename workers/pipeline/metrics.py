@@ -1,0 +1,78 @@
+"""Word-level agreement between an OCR result and a reference text, shared by tests and bench/.
+
+Word F1 over bags of words: order-insensitive, so it measures what was read, not how the reading
+order or the Markdown laid it out (reading order has its own tests). Words are compared after
+Unicode NFKC folding, typographic quotes and dashes folded to ASCII, lower-casing and trimming
+punctuation at their edges, so "Word," and "word" agree, while "l" for "1" or a split word still count as errors.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+
+# Markdown syntax the assembler adds, which a reference text does not contain.
+_MD_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+_MD_FENCE = re.compile(r"^```\w*\s*$", re.MULTILINE)
+_MD_LINE_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|>\s+|\$\$\s*$)", re.MULTILINE)
+_MD_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$", re.MULTILINE)
+# Typographic quotes and dashes print the same as their ASCII forms; OCR cannot tell them apart.
+_TYPOGRAPHIC = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "—": "-", "–": "-", "‐": "-"})
+_EDGE_PUNCT = "\"'`.,;:!?()[]{}<>«»*_|~-"
+
+
+@dataclass(frozen=True)
+class WordScore:
+    precision: float
+    recall: float
+    f1: float
+    matched: int
+    predicted: int
+    reference: int
+
+
+def words(text: str) -> list[str]:
+    """Normalised words of ``text``: NFKC, lower case, edge punctuation trimmed, empties dropped."""
+    out = []
+    # A table cell border is never part of a word, even where no space separates them.
+    for raw in unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHIC).lower().replace("|", " ").split():
+        word = raw.strip(_EDGE_PUNCT)
+        # A dash between spaces, a lone bullet or a table pipe carries no word.
+        if word and any(ch.isalnum() for ch in word):
+            out.append(word)
+    return out
+
+
+def word_scores(predicted: str, reference: str) -> WordScore:
+    """Precision, recall and F1 of the bag of words of ``predicted`` against ``reference``."""
+    pred, ref = Counter(words(predicted)), Counter(words(reference))
+    matched = sum((pred & ref).values())
+    n_pred, n_ref = sum(pred.values()), sum(ref.values())
+    precision = matched / n_pred if n_pred else 0.0
+    recall = matched / n_ref if n_ref else 0.0
+    f1 = 2 * matched / (n_pred + n_ref) if n_pred + n_ref else 1.0
+    return WordScore(precision, recall, f1, matched, n_pred, n_ref)
+
+
+def word_f1(predicted: str, reference: str) -> float:
+    return word_scores(predicted, reference).f1
+
+
+def strip_markdown(markdown: str) -> str:
+    """The words of an assembled Markdown document without the syntax the assembler added."""
+    text = _MD_IMAGE.sub(" ", markdown)
+    text = _MD_FENCE.sub(" ", text)
+    text = _MD_TABLE_RULE.sub(" ", text)
+    return _MD_LINE_PREFIX.sub(" ", text)
+
+
+def json_text(result: dict) -> str:
+    """All region texts of a JSON result (headers and footers included), page by page in order."""
+    parts = []
+    for page in result.get("pages", []):
+        for region in sorted(page.get("regions", []), key=lambda r: r.get("order", 0)):
+            if region.get("text"):
+                parts.append(region["text"])
+    return "\n".join(parts)
