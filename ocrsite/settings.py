@@ -20,6 +20,7 @@ from ocrsite.env import (
     env_secret,
     env_str,
 )
+from ocrsite.logcontext import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OCR_VAR_DIR", str(BASE_DIR / "var")))
@@ -40,9 +41,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "apps.jobs",
     "apps.api",
+    "django_prometheus",
 ]
 
 MIDDLEWARE = [
+    # Request counts and latencies for /metrics; Before must be first and After last.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -50,6 +54,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "ocrsite.urls"
@@ -219,11 +224,17 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"RapidOCR": {"level": "WARNING"}, "rapid_layout": {"level": "WARNING"}},
-}
+# --- Logs, metrics, operators' console ----------------------------------------------------------
+# "plain" is for a terminal; "json" (one object per line) for a log shipper. Both carry job_id and
+# page_id on every line written while a pipeline task runs (ocrsite/logcontext.py).
+LOGGING = logging_config(env_choice("LOG_FORMAT", "plain", ("plain", "json")), env_str("LOG_LEVEL", "INFO"))
+# Keep the LOGGING above in workers too, instead of Celery's own root handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# /metrics: with a token, a scraper must send "Authorization: Bearer <token>"; without one, only
+# loopback clients are answered (a sidecar or port-forward), so it is never open to the world.
+METRICS_TOKEN = env_secret("METRICS_TOKEN", "")
+# Scrape-time database queries are cached this long, so several scrapers cost one set of queries.
+METRICS_CACHE_SECONDS = env_float("METRICS_CACHE_SECONDS", 5.0)
+FLOWER_URL = env_str("FLOWER_URL", "http://127.0.0.1:5555/")
+# Above this many matches the job list stops counting and shows the planner's estimate.
+OCR_CONSOLE_COUNT_CAP = env_int("OCR_CONSOLE_COUNT_CAP", 10_000)

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from apps.jobs import dispatch, services
 from apps.jobs.models import Job, Page, Region
+from ocrsite import logcontext
 from workers.engines import registry, textlayer
 from workers.engines.base import EngineError, LayoutBox, RegionText
 from workers.engines.cpu import CpuLayoutConfig, CpuRecognizerConfig
@@ -157,6 +158,7 @@ def detect_layout(page_ids: Sequence[int]) -> None:
     if not claimed:
         return
     pages = list(Page.objects.filter(pk__in=claimed).order_by("pk"))
+    logcontext.bind(job_id=sorted({str(p.job_id) for p in pages}), page_id=claimed)
     started = timezone.now()
     t0 = time.perf_counter()
     try:
@@ -211,6 +213,7 @@ def recognize(page_id: int) -> None:
     if not services.claim_pages([page_id], Page.Status.DETECTED, Page.Status.RECOGNIZING):
         return
     page = Page.objects.select_related("job").get(pk=page_id)
+    logcontext.bind(job_id=page.job_id, page_id=page_id)
     started = timezone.now()
     t0 = time.perf_counter()
     try:

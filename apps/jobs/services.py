@@ -319,6 +319,10 @@ def record(
         finished_at=now,
         duration_ms=max(0, int((now - started).total_seconds() * 1000)),
     )
+    extra = {"stage": stage, "outcome": outcome, "attempt": attempt, "job_id": str(job_id)}
+    if page_id is not None:
+        extra["page_id"] = page_id
+    log.log(logging.WARNING if outcome == "failed" else logging.INFO, "%s %s", stage, outcome, extra=extra)
 
 
 def save_bytes(name: str, data: bytes) -> str:
