@@ -75,12 +75,24 @@ class Job(models.Model):
                 fields=["-created_at"], condition=~models.Q(error_code=""), name="job_has_error_created"
             ),
         ]
+        constraints = [
+            # Two requests racing with the same Idempotency-Key: the second insert fails and
+            # services.submit returns the first job (apps/api perimeter issue).
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="job_tenant_idem_unique",
+            ),
+        ]
         permissions = [
             ("retry_job", "Can retry the failed pages of a job"),
             ("cancel_job", "Can cancel a job"),
             ("rerun_job", "Can re-run a job from scratch"),
             ("purge_job", "Can purge a job's payload and results"),
         ]
+
+    # Not a column: services.submit sets it on a job returned for a repeated Idempotency-Key.
+    replayed = False
 
     def __str__(self) -> str:
         return f"{self.filename or self.pk} ({self.status})"

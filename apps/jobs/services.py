@@ -10,22 +10,22 @@ import hashlib
 import logging
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import BinaryIO
 
 from django.conf import settings
 from django.core.files.base import ContentFile, File
 from django.core.files.storage import default_storage
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.dispatch import Signal
 from django.utils import timezone
 
 from apps.jobs import dispatch
 from apps.jobs.models import Job, Page, Region, StageEvent
-from workers.pipeline.probe import InputError, probe
+from workers.pipeline.probe import InputError, Probe, probe
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,16 @@ def submit(
     engine: str | None = None,
     options: dict | None = None,
     idempotency_key: str = "",
+    admit: Callable[[Probe], Callable[[], None] | None] | None = None,
 ) -> Job:
-    """Probe, store and queue a document. Raises ``InputError`` for anything we refuse."""
+    """Probe, store and queue a document. Raises ``InputError`` for anything we refuse.
+
+    ``admit(probe)`` runs after the probe and before anything is stored: the caller's quotas and
+    backpressure. It raises to refuse, and may return an undo for its charge, called when no job
+    is created after all. With an ``idempotency_key``, the tenant's job under that key from the
+    last OCR_IDEMPOTENCY_HOURS is returned instead (``job.replayed`` is True); the same key with a
+    different file raises ``IdempotencyConflict``.
+    """
     if upload.size > settings.OCR_MAX_UPLOAD_BYTES:
         raise InputError(
             "input:too-large", f"{upload.size} bytes; the limit is {settings.OCR_MAX_UPLOAD_BYTES}", 413
@@ -65,6 +73,9 @@ def submit(
     for chunk in iter(lambda: upload.stream.read(1 << 20), b""):
         digest.update(chunk)
     upload.stream.seek(0)
+    if idempotency_key and (earlier := _idempotent_job(tenant, idempotency_key, digest.hexdigest())):
+        return earlier
+    undo = admit(found) if admit else None
 
     job = Job(
         owner=owner,
@@ -80,10 +91,44 @@ def submit(
     )
     # The stored name is ours: the client's filename never reaches a path.
     job.source.save(f"{job.pk}.{found.kind}", File(upload.stream), save=False)
-    with transaction.atomic():
-        job.save()
-        transaction.on_commit(lambda: dispatch.ingest(str(job.pk)))
+    try:
+        with transaction.atomic():
+            job.save()
+            transaction.on_commit(lambda: dispatch.ingest(str(job.pk)))
+    except IntegrityError:
+        # Only the (tenant, idempotency_key) constraint can fail here: a concurrent request with
+        # the same key inserted first. Its job is the answer; ours leaves nothing behind.
+        default_storage.delete(job.source.name)
+        if undo:
+            undo()
+        if idempotency_key and (earlier := _idempotent_job(tenant, idempotency_key, job.sha256)):
+            return earlier
+        raise
     log.info("job submitted", extra={"job_id": str(job.pk), "pages": found.page_count})
+    return job
+
+
+class IdempotencyConflict(InputError):
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            "idempotency:conflict", f"Idempotency-Key {key[:80]!r} was already used for a different file", 409
+        )
+
+
+def _idempotent_job(tenant: str, key: str, sha256: str) -> Job | None:
+    """The tenant's job under ``key`` if it is recent; a key past the window is released first.
+
+    The unique constraint holds across all time, so a key older than OCR_IDEMPOTENCY_HOURS is
+    cleared from its old job (a conditional UPDATE) before the key may name a new one.
+    """
+    cutoff = timezone.now() - timedelta(hours=settings.OCR_IDEMPOTENCY_HOURS)
+    Job.objects.filter(tenant=tenant, idempotency_key=key, created_at__lt=cutoff).update(idempotency_key="")
+    job = Job.objects.filter(tenant=tenant, idempotency_key=key).first()
+    if job is None:
+        return None
+    if job.sha256 != sha256:
+        raise IdempotencyConflict(key)
+    job.replayed = True
     return job
 
 
