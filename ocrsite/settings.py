@@ -6,12 +6,14 @@ The README's table lists every variable.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from kombu import Queue
 
 from ocrsite.env import (
+    ConfigError,
     env_bool,
     env_choice,
     env_float,
@@ -39,6 +41,9 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "rest_framework_api_key",  # before apps.api, whose admin hides the package's own key model
+    "corsheaders",
+    "axes",
     "apps.jobs",
     "apps.api",
     "django_prometheus",
@@ -48,12 +53,16 @@ MIDDLEWARE = [
     # Request counts and latencies for /metrics; Before must be first and After last.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Before CommonMiddleware, so a refused cross-origin preflight is answered early.
+    "corsheaders.middleware.CorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Answers a locked-out admin login (django-axes); its docs want it after the others.
+    "axes.middleware.AxesMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -201,6 +210,10 @@ CELERY_BEAT_SCHEDULE = {
 REST_FRAMEWORK = {
     # Auth lives here and only here; the perimeter issue adds API keys and JWT to this list.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # Integrators: per-client API keys, and OIDC bearer tokens when OIDC_ISSUER is set.
+        "apps.api.auth.ApiKeyAuthentication",
+        "apps.api.auth.OIDCAuthentication",
+        # Django users: the admin (session) and tests (token).
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
@@ -217,7 +230,91 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Upload PDFs and images, poll the job, fetch Markdown or JSON.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and Swagger UI need credentials like every endpoint but the probes.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
 }
+
+# --- Perimeter: throttles, quotas, backpressure, identity, transport ---------------------------
+# The cache holds throttle windows, page quotas and admin-login lockouts: it must be shared by
+# every web process, so it is Redis (by default the broker's), never local memory.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": env_secret("CACHE_URL", CELERY_BROKER_URL),
+        "KEY_PREFIX": "ocr",
+    }
+}
+# Per tenant, fixed windows in Redis ("N/s", "N/min", "N/hour", "N/day"; empty = unlimited).
+OCR_RATE_SUBMISSIONS = env_str("OCR_RATE_SUBMISSIONS", "100/min")
+OCR_RATE_POLLS = env_str("OCR_RATE_POLLS", "1200/min")
+# Pages a tenant may submit per UTC day, counted at submit from the probe (0 = unlimited).
+OCR_QUOTA_PAGES_PER_DAY = env_int("OCR_QUOTA_PAGES_PER_DAY", 20_000)
+# New submissions get 503 while more pages than this wait for layout + OCR (0 = off).
+OCR_BACKPRESSURE_PAGES = env_int("OCR_BACKPRESSURE_PAGES", 2_000)
+OCR_BACKPRESSURE_RETRY_AFTER = env_int("OCR_BACKPRESSURE_RETRY_AFTER", 30)
+OCR_IDEMPOTENCY_HOURS = env_int("OCR_IDEMPOTENCY_HOURS", 24)
+
+# OIDC bearer tokens: off while OIDC_ISSUER is empty. Keys come from OIDC_JWKS_FILE if set, else
+# OIDC_JWKS_URL (default: the issuer's /.well-known/jwks.json), cached OIDC_JWKS_CACHE_SECONDS.
+OIDC_ISSUER = env_str("OIDC_ISSUER", "")
+OIDC_AUDIENCE = env_str("OIDC_AUDIENCE", "ocr-api")
+OIDC_JWKS_URL = env_str("OIDC_JWKS_URL", "")
+OIDC_JWKS_FILE = env_str("OIDC_JWKS_FILE", "")
+OIDC_JWKS_CACHE_SECONDS = env_int("OIDC_JWKS_CACHE_SECONDS", 300)
+OIDC_JWKS_TIMEOUT_SECONDS = env_int("OIDC_JWKS_TIMEOUT_SECONDS", 5)
+OIDC_TENANT_CLAIM = env_str("OIDC_TENANT_CLAIM", "tenant")
+OIDC_LEEWAY_SECONDS = env_int("OIDC_LEEWAY_SECONDS", 30)
+OIDC_ALGORITHMS = env_list("OIDC_ALGORITHMS", ["RS256", "ES256"])
+_ASYMMETRIC = {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+if not OIDC_ALGORITHMS or set(OIDC_ALGORITHMS) - _ASYMMETRIC:
+    # An HMAC algorithm would let anyone holding the issuer's *public* key mint tokens; "none"
+    # would let anyone at all. Only public-key signatures are verifiable against a JWKS.
+    raise ConfigError(f"OIDC_ALGORITHMS={OIDC_ALGORITHMS!r}: use public-key algorithms only ({sorted(_ASYMMETRIC)})")
+
+# Behind N TLS-terminating proxies: trust X-Forwarded-Proto for https, and take the client's
+# address from X-Forwarded-For (N hops from the right) for login throttling.
+DJANGO_TRUSTED_PROXY_COUNT = env_int("DJANGO_TRUSTED_PROXY_COUNT", 0)
+if DJANGO_TRUSTED_PROXY_COUNT > 0:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Production transport: HTTPS only, secure cookies, HSTS. Off by default for the local stack.
+DJANGO_SECURE = env_bool("DJANGO_SECURE", False)
+if DJANGO_SECURE:
+    if SECRET_KEY == "dev-only-insecure-key-change-me":
+        raise ConfigError("DJANGO_SECURE=true needs DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE)")
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+    # Kubernetes probes and the in-cluster scraper speak plain HTTP to the pod.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
+# Headers on every response (SecurityMiddleware, XFrameOptionsMiddleware).
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+# Session (admin) use across origins needs the origin listed, e.g. https://ocr.example.com
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+# CORS is closed unless origins are listed; browsers then may send the API's own headers.
+CORS_ALLOWED_ORIGINS = env_list("CORS_ALLOWED_ORIGINS", [])
+CORS_ALLOW_HEADERS = ["accept", "authorization", "content-type", "x-api-key", "idempotency-key"]
+CORS_EXPOSE_HEADERS = ["location", "retry-after", "idempotent-replayed"]
+
+# Admin login throttling (django-axes), counted in the cache above: after AXES_FAILURE_LIMIT
+# wrong passwords for a username from one address, that pair is locked for the cool-off.
+AUTHENTICATION_BACKENDS = [
+    "apps.api.auth.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+AXES_CACHE = "default"
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "apps.api.auth.client_ip"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

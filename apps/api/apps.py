@@ -6,3 +6,14 @@ from django.apps import AppConfig
 class ApiConfig(AppConfig):
     name = "apps.api"
     label = "api"
+
+    def ready(self) -> None:
+        from django.conf import settings
+        from PIL import Image
+
+        from apps.api import schema  # noqa: F401  (registers the OpenAPI security schemes)
+
+        # Pillow's own decompression-bomb guard, set from our limit in every process that loads
+        # Django (web, workers, the CLI): Image.open refuses past twice this many pixels even on
+        # a path that forgot the explicit check in workers/pipeline/probe.py.
+        Image.MAX_IMAGE_PIXELS = settings.OCR_MAX_IMAGE_PIXELS
