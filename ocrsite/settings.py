@@ -167,6 +167,27 @@ OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
 # Test-only fault injection through real configuration: pages whose index is listed fail.
 OCR_FAIL_PAGES = env_list("OCR_FAIL_PAGES", [])
 
+# --- GPU engines (issue 3): PaddleOCR layout, vLLM recognition -------------------------------
+OCR_PADDLE_MODEL_DIR = env_str("OCR_PADDLE_MODEL_DIR", "")
+OCR_PADDLE_MODEL = env_choice("OCR_PADDLE_MODEL", "PP-DocLayoutV3", ("PP-DocLayoutV3", "PP-DocLayout_plus-L"))
+OCR_PADDLE_BATCH = env_int("OCR_PADDLE_BATCH", OCR_LAYOUT_BATCH)
+OCR_PADDLE_DEVICE = env_str("OCR_PADDLE_DEVICE", "gpu:0")
+OCR_PADDLE_THRESHOLD = env_float("OCR_PADDLE_THRESHOLD", 0.3)
+VLLM_BASE_URL = env_str("VLLM_BASE_URL", "")
+VLLM_API_KEY = env_secret("VLLM_API_KEY", "EMPTY")
+VLLM_PROFILE = env_choice("VLLM_PROFILE", "glm-ocr", ("glm-ocr", "qwen-vl", "paddleocr-vl"))
+VLLM_MODEL = env_str("VLLM_MODEL", "")  # served model name when it differs from the profile's
+VLLM_PAGE_PROFILE = env_choice("VLLM_PAGE_PROFILE", "deepseek-ocr", ("deepseek-ocr",))
+VLLM_PAGE_BASE_URL = env_str("VLLM_PAGE_BASE_URL", "")
+VLLM_PAGE_MODEL = env_str("VLLM_PAGE_MODEL", "")
+VLLM_MAX_IN_FLIGHT = env_int("VLLM_MAX_IN_FLIGHT", 256)
+VLLM_TIMEOUT_S = env_float("VLLM_TIMEOUT_S", 120.0)
+VLLM_RETRIES = env_int("VLLM_RETRIES", 4)
+VLLM_BACKOFF_S = env_float("VLLM_BACKOFF_S", 0.5)
+VLLM_MAX_TOKENS = env_int("VLLM_MAX_TOKENS", 0)  # 0: the profile's ceiling
+VLLM_CANCEL_POLL_S = env_float("VLLM_CANCEL_POLL_S", 0.5)
+OCR_VLLM_LABELS = env_list("OCR_VLLM_LABELS", [])  # only these labels to the VLM; the rest CPU
+
 # --- Pipeline timing -------------------------------------------------------------------------
 OCR_TASK_SOFT_LIMIT = env_int("OCR_TASK_SOFT_LIMIT", 600)
 OCR_TASK_HARD_LIMIT = env_int("OCR_TASK_HARD_LIMIT", 660)

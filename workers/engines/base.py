@@ -5,7 +5,7 @@ Coordinates are page-image pixels, origin top-left, ``(x0, y0, x1, y1)``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -49,6 +49,8 @@ class RegionText:
     lines: tuple[TextLine, ...] = ()
     flags: tuple[str, ...] = ()
     latency_ms: int | None = None
+    # (code, message) when this region could not be read though the page as a whole could.
+    error: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,12 @@ class LayoutEngine(Protocol):
 class Recognizer(Protocol):
     name: str
 
-    def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox]) -> Recognition:
-        """Text for every region of one page image."""
+    def recognize(
+        self, image: np.ndarray, regions: Sequence[LayoutBox], *, cancelled: Callable[[], bool] | None = None
+    ) -> Recognition:
+        """Text for every region of one page image.
+
+        ``cancelled`` is polled by recognizers whose work is long or remote: when it returns True
+        they abort what is in flight and raise ``EngineError("job:cancelled", permanent=True)``.
+        """
         ...

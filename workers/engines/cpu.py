@@ -39,6 +39,7 @@ class CpuRecognizerConfig:
     threads: int = 0
     det_max_side: int = 2000
     det_limit_side: int = 736
+    det_limit_type: str = "min"  # "min": grow the short side to det_limit_side; "max": cap the long side
     rec_batch: int = 16
     use_cls: bool = False
     text_score: float = 0.5
@@ -99,6 +100,7 @@ class RapidOcrRecognizer:
                 "Global.max_side_len": config.det_max_side,
                 "Global.text_score": config.text_score,
                 "Det.limit_side_len": config.det_limit_side,
+                "Det.limit_type": config.det_limit_type,
                 "Rec.rec_batch_num": config.rec_batch,
                 "EngineConfig.onnxruntime.intra_op_num_threads": threads,
                 "EngineConfig.onnxruntime.inter_op_num_threads": 1,
@@ -118,7 +120,9 @@ class RapidOcrRecognizer:
                 lines.append(TextLine(text=text.strip(), bbox=quad_to_box(quad), confidence=float(score)))
         return lines
 
-    def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox]) -> Recognition:
+    def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox], *, cancelled=None) -> Recognition:
+        # ``cancelled`` is not polled: one local pass is seconds, and the page's result is simply
+        # not used once the job is cancelled.
         started = time.perf_counter()
         lines = self.read_lines(image)
         recognition = assign_lines(lines, regions)

@@ -1,0 +1,39 @@
+"""``mixed`` recognizer: CPU text lines for most regions, the VLM only for chosen labels.
+
+Tables and formulas are where a document VLM earns its cost; running rapidocr's one full-page
+pass for everything else keeps the GPU for them (OCR_VLLM_LABELS=table,equation). Lines the CPU
+pass finds outside every region still come back as extra regions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from workers.engines.base import LayoutBox, Recognition, Recognizer
+
+
+class MixedRecognizer:
+    def __init__(self, cpu: Recognizer, vlm: Recognizer, labels: Sequence[str]) -> None:
+        self.cpu = cpu
+        self.vlm = vlm
+        self.labels = frozenset(labels)
+        self.name = f"{cpu.name}+{vlm.name}"
+
+    def recognize(
+        self, image: np.ndarray, regions: Sequence[LayoutBox], *, cancelled: Callable[[], bool] | None = None
+    ) -> Recognition:
+        base = self.cpu.recognize(image, regions, cancelled=cancelled)
+        picked = [i for i, r in enumerate(regions) if r.label in self.labels]
+        if not picked:
+            return base
+        better = self.vlm.recognize(image, [regions[i] for i in picked], cancelled=cancelled)
+        texts = list(base.texts)
+        for i, text in zip(picked, better.texts, strict=True):
+            # A VLM failure keeps the CPU text (flagged) rather than losing the region.
+            texts[i] = text if text.error is None else type(text)(
+                texts[i].text, texts[i].confidence, texts[i].lines, (*texts[i].flags, "vlm-fallback"),
+                texts[i].latency_ms,
+            )
+        return Recognition(texts=texts, extra=base.extra)
