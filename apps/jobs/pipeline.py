@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import numpy as np
@@ -24,6 +24,8 @@ from ocrsite import logcontext
 from workers.engines import registry, textlayer
 from workers.engines.base import EngineError, LayoutBox, RegionText
 from workers.engines.cpu import CpuLayoutConfig, CpuRecognizerConfig
+from workers.engines.paddle import PaddleLayoutConfig
+from workers.engines.vllm import VllmConfig
 from workers.pipeline import assemble as assembly
 from workers.pipeline.order import reading_order
 from workers.pipeline.probe import InputError, open_pdf
@@ -32,7 +34,8 @@ from workers.pipeline.raster import decode_png, encode_png, load_image_frame, re
 log = logging.getLogger(__name__)
 
 
-def engine_settings() -> registry.EngineSettings:
+def engine_settings(engine: str = Job.Engine.CPU) -> registry.EngineSettings:
+    """The engines for a job's ``engine`` (cpu | gpu | vlm-page), configured from settings."""
     threads = settings.OCR_ENGINE_THREADS
     return registry.EngineSettings(
         layout=settings.OCR_LAYOUT_ENGINE,
@@ -41,7 +44,21 @@ def engine_settings() -> registry.EngineSettings:
         cpu_recognizer=CpuRecognizerConfig(
             threads=threads, det_max_side=settings.OCR_DET_MAX_SIDE, rec_batch=settings.OCR_REC_BATCH
         ),
-    )
+        paddle=PaddleLayoutConfig(
+            model_dir=settings.OCR_PADDLE_MODEL_DIR, model=settings.OCR_PADDLE_MODEL, device=settings.OCR_PADDLE_DEVICE,
+            batch_size=settings.OCR_PADDLE_BATCH, threshold=settings.OCR_PADDLE_THRESHOLD,
+        ),
+        vllm=VllmConfig(
+            base_url=settings.VLLM_BASE_URL, profile=settings.VLLM_PROFILE, model=settings.VLLM_MODEL,
+            api_key=settings.VLLM_API_KEY, max_in_flight=settings.VLLM_MAX_IN_FLIGHT, timeout_s=settings.VLLM_TIMEOUT_S,
+            retries=settings.VLLM_RETRIES, backoff_s=settings.VLLM_BACKOFF_S, max_tokens=settings.VLLM_MAX_TOKENS,
+            cancel_poll_s=settings.VLLM_CANCEL_POLL_S,
+        ),
+        vllm_page_profile=settings.VLLM_PAGE_PROFILE,
+        vllm_page_base_url=settings.VLLM_PAGE_BASE_URL,
+        vllm_page_model=settings.VLLM_PAGE_MODEL,
+        vllm_labels=tuple(settings.OCR_VLLM_LABELS),
+    ).for_job(engine)
 
 
 def text_layer_config() -> textlayer.TextLayerConfig:
@@ -162,9 +179,7 @@ def detect_layout(page_ids: Sequence[int]) -> None:
     started = timezone.now()
     t0 = time.perf_counter()
     try:
-        images = [_load_image(p) for p in pages]
-        engine = registry.layout_engine(engine_settings())
-        batches = _detect_isolated(engine, pages, images)
+        batches, engine_names = _detect_per_engine(pages)
     except EngineError as exc:
         if _should_retry(exc, pages):
             services.release_pages(claimed, Page.Status.DETECTING, Page.Status.QUEUED)
@@ -182,9 +197,40 @@ def detect_layout(page_ids: Sequence[int]) -> None:
             if services.move_page(page.pk, Page.Status.DETECTING, Page.Status.DETECTED, layout_ms=per_page_ms):
                 ready.append(page.pk)
         services.record(page.job_id, "layout", page_id=page.pk, started=started, attempt=page.attempts,
-                        detail={"regions": len(boxes), "batch": len(pages), "engine": engine.name})
+                        detail={"regions": len(boxes), "batch": len(pages), "engine": engine_names[page.pk]})
     if ready:
         transaction.on_commit(lambda: dispatch.recognize(ready))
+
+
+def _detect_per_engine(pages: list[Page]) -> tuple[list, dict[int, str]]:
+    """One batched pass per layout engine: a collected batch can hold pages of jobs whose
+    ``engine`` differs. Pages of one-stage (vlm-page) jobs get no boxes — the VLM finds its own
+    regions. An engine that cannot be built fails only its own pages."""
+    engine_of = dict(Page.objects.filter(pk__in=[p.pk for p in pages]).values_list("pk", "job__engine"))
+    groups: dict[str, list[Page]] = {}
+    for page in pages:
+        groups.setdefault(engine_of.get(page.pk, Job.Engine.CPU), []).append(page)
+    found: dict[int, object] = {}
+    names: dict[int, str] = {}
+    for job_engine, group in groups.items():
+        config = engine_settings(job_engine)
+        if config.layout == "none":
+            found.update((p.pk, []) for p in group)
+            names.update((p.pk, "none") for p in group)
+            continue
+        try:
+            engine = registry.layout_engine(config)
+        except EngineError as exc:
+            if not exc.permanent:
+                raise
+            found.update((p.pk, exc) for p in group)
+            names.update((p.pk, config.layout) for p in group)
+            continue
+        images = [_load_image(p) for p in group]
+        for page, boxes in zip(group, _detect_isolated(engine, group, images), strict=True):
+            found[page.pk] = boxes
+            names[page.pk] = engine.name
+    return [found[p.pk] for p in pages], names
 
 
 def _detect_isolated(engine, pages: list[Page], images: list[np.ndarray]) -> list:
@@ -221,9 +267,14 @@ def recognize(page_id: int) -> None:
         image = _load_image(page)
         regions = list(page.regions.order_by("order"))
         boxes = [_box_of(r) for r in regions]
-        engine = registry.recognizer(engine_settings())
-        result = engine.recognize(image, boxes)
+        engine = registry.recognizer(engine_settings(page.job.engine))
+        result = engine.recognize(image, boxes, cancelled=_cancel_check(page.job_id))
     except EngineError as exc:
+        if exc.code == "job:cancelled":
+            # The recognizer aborted its in-flight requests; the cancelled job keeps nothing.
+            services.record(page.job_id, "recognize", page_id=page_id, started=started, outcome="cancelled",
+                            error_code=exc.code)
+            return
         if _should_retry(exc, [page]):
             services.release_pages([page_id], Page.Status.RECOGNIZING, Page.Status.DETECTED)
             raise
@@ -242,6 +293,11 @@ def recognize(page_id: int) -> None:
         services.finish_page(page_id, Page.Status.RECOGNIZING, recognize_ms=elapsed)
     services.record(page.job_id, "recognize", page_id=page_id, started=started, attempt=page.attempts,
                     detail={"regions": len(regions) + len(found), "engine": engine.name})
+
+
+def _cancel_check(job_id) -> Callable[[], bool]:
+    """Polled by long-running recognizers (vLLM) so a cancel aborts requests in flight."""
+    return lambda: Job.objects.filter(pk=job_id, status=Job.Status.CANCELLED).exists()
 
 
 def _should_retry(exc: EngineError, pages: Sequence[Page]) -> bool:
@@ -359,9 +415,12 @@ def _apply_text(region: Region, text: RegionText, engine: str) -> None:
     region.flags = list(text.flags)
     region.latency_ms = text.latency_ms
     region.engine = engine
-    region.status = Region.Status.DONE
+    # A region the recognizer could not read fails alone, with its code; the page goes on.
+    region.status = Region.Status.FAILED if text.error else Region.Status.DONE
+    region.error_code, region.error_message = text.error or ("", "")
     region.attempts += 1
-    region.save(update_fields=["text", "confidence", "flags", "latency_ms", "engine", "status", "attempts", "updated_at"])
+    region.save(update_fields=["text", "confidence", "flags", "latency_ms", "engine", "status", "attempts",
+                               "error_code", "error_message", "updated_at"])
 
 
 def _renumber(page: Page) -> None:
