@@ -76,12 +76,14 @@ def probe(stream: BinaryIO, *, max_pages: int, max_pixels: int) -> Probe:
     stream.seek(0)
     data = stream.read()
     if kind == "pdf":
-        pages = _probe_pdf(data, max_pixels=max_pixels)
+        pages = _probe_pdf(data, max_pages=max_pages)
     else:
-        pages = _probe_image(data, max_pixels=max_pixels)
-    if pages > max_pages:
-        raise InputError("input:too-many-pages", f"{pages} pages; the limit is {max_pages}", 422)
+        pages = _probe_image(data, max_pages=max_pages, max_pixels=max_pixels)
     return Probe(kind=kind, page_count=pages)
+
+
+def _too_many(pages: int, max_pages: int) -> InputError:
+    return InputError("input:too-many-pages", f"{pages} pages; the limit is {max_pages}", 422)
 
 
 def open_pdf(data: bytes) -> pymupdf.Document:
@@ -95,30 +97,50 @@ def open_pdf(data: bytes) -> pymupdf.Document:
     return doc
 
 
-def _probe_pdf(data: bytes, *, max_pixels: int) -> int:
+def _probe_pdf(data: bytes, *, max_pages: int) -> int:
     with open_pdf(data) as doc:
-        count = doc.page_count
-        if count == 0:
-            raise InputError("input:corrupt", "the PDF has no pages")
-        for page in doc:
-            rect = page.rect
-            if rect.width <= 0 or rect.height <= 0:
-                raise InputError("input:corrupt", f"page {page.number + 1} has no area")
-            # A page whose media box is absurd (a 200-inch square) would render to a huge image.
-            if rect.width * rect.height > 14400 * 14400:
-                raise InputError("input:image-too-large", f"page {page.number + 1} is {rect.width:.0f}×{rect.height:.0f} pt")
+        try:
+            count = doc.page_count
+            if count == 0:
+                raise InputError("input:empty", "the PDF has no pages")
+            # Before touching any page: a million-page file must cost one lookup, not a million.
+            if count > max_pages:
+                raise _too_many(count, max_pages)
+            for page in doc:
+                rect = page.rect
+                if rect.width <= 0 or rect.height <= 0:
+                    raise InputError("input:corrupt", f"page {page.number + 1} has no area")
+                # A page whose media box is absurd (a 200-inch square) would render to a huge image.
+                if rect.width * rect.height > 14400 * 14400:
+                    raise InputError("input:image-too-large", f"page {page.number + 1} is {rect.width:.0f}×{rect.height:.0f} pt")
+        except InputError:
+            raise
+        except Exception as exc:  # a page tree broken past repair: MuPDF raises plain RuntimeErrors
+            raise InputError("input:corrupt", f"the PDF's pages cannot be read: {exc}") from exc
         return count
 
 
-def _probe_image(data: bytes, *, max_pixels: int) -> int:
+def _probe_image(data: bytes, *, max_pages: int, max_pixels: int) -> int:
     try:
         with Image.open(io.BytesIO(data)) as img:
-            width, height = img.size
-            if width * height > max_pixels:
-                raise InputError(
-                    "input:image-too-large", f"{width}×{height} pixels; the limit is {max_pixels} pixels"
-                )
-            frames = getattr(img, "n_frames", 1)
+            # Every frame's header, not just the first: a TIFF's second page can claim 10^10
+            # pixels. Walking the frames reads headers only; stop one past the page limit.
+            frames = 0
+            while True:
+                width, height = img.size
+                if width * height > max_pixels:
+                    raise InputError(
+                        "input:image-too-large",
+                        f"page {frames + 1} is {width}×{height} pixels; the limit is {max_pixels} pixels",
+                    )
+                frames += 1
+                if frames > max_pages:
+                    raise _too_many(frames, max_pages)
+                try:
+                    img.seek(frames)
+                except EOFError:
+                    break
+        with Image.open(io.BytesIO(data)) as img:
             img.verify()  # catches truncation and bad checksums without decoding pixels
     except InputError:
         raise
@@ -126,4 +148,6 @@ def _probe_image(data: bytes, *, max_pixels: int) -> int:
         raise InputError("input:image-too-large", str(exc)) from exc
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise InputError("input:corrupt", f"the image cannot be read: {exc}") from exc
+    except Exception as exc:  # Pillow's parsers raise struct.error, IndexError, KeyError... on junk
+        raise InputError("input:corrupt", f"the image cannot be read: {type(exc).__name__}: {exc}") from exc
     return frames
