@@ -17,3 +17,12 @@ class ApiConfig(AppConfig):
         # Django (web, workers, the CLI): Image.open refuses past twice this many pixels even on
         # a path that forgot the explicit check in workers/pipeline/probe.py.
         Image.MAX_IMAGE_PIXELS = settings.OCR_MAX_IMAGE_PIXELS
+
+        from apps.api.throttles import parse_rate
+        from ocrsite.env import ConfigError
+
+        for name in ("OCR_RATE_SUBMISSIONS", "OCR_RATE_POLLS"):
+            try:
+                parse_rate(getattr(settings, name))
+            except ValueError as exc:  # fail at startup, not at the first request
+                raise ConfigError(f"{name}: {exc}") from exc

@@ -6,7 +6,6 @@ Codes are stable strings clients can branch on; messages are for people.
 from __future__ import annotations
 
 from rest_framework import exceptions, status
-from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 _CODES = {

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import uuid
 
 from django.conf import settings
 from django.core.files.storage import default_storage
@@ -11,15 +13,22 @@ from django.http import HttpResponse, JsonResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
-from rest_framework.decorators import action, api_view, permission_classes
+from rest_framework.decorators import (
+    action,
+    api_view,
+    authentication_classes,
+    permission_classes,
+    throttle_classes,
+)
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.auth import actor_of, tenant_of
+from apps.api.auth import actor_of, owner_of, tenant_of
 from apps.api.errors import ApiError
 from apps.api.serializers import JobCreateSerializer, JobSerializer
+from apps.api.throttles import PollThrottle, SubmissionThrottle, admission
 from apps.jobs import services
 from apps.jobs.models import Job
 from ocrsite.celery import app as celery_app
@@ -27,6 +36,16 @@ from workers.pipeline.probe import InputError
 
 # multipart framing around the file; a body bigger than limit + this cannot hold a legal file
 MULTIPART_SLACK = 64 * 1024
+# Idempotency keys are client-chosen tokens (a UUID, typically): printable ASCII, bounded.
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="Repeat a submission safely: within OCR_IDEMPOTENCY_HOURS the same key returns the "
+    "original job (200, header Idempotent-Replayed: true); the same key with another file is a 409.",
+)
 
 
 def accept_upload(request: Request) -> Job:
@@ -39,21 +58,46 @@ def accept_upload(request: Request) -> Job:
         raise ApiError(413, "input:too-large", f"the limit is {settings.OCR_MAX_UPLOAD_BYTES} bytes")
     serializer.is_valid(raise_exception=True)
     upload = serializer.validated_data["file"]
+    key = request.headers.get("Idempotency-Key", "")
+    if key and not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise ApiError(400, "request:bad-idempotency-key", "Idempotency-Key must be 1-255 printable ASCII characters")
+    tenant = tenant_of(request)
     try:
         return services.submit(
             services.Upload(stream=upload.file, filename=upload.name or "", size=upload.size),
-            owner=request.user if request.user.is_authenticated else None,
-            tenant=tenant_of(request),
+            owner=owner_of(request),
+            tenant=tenant,
             engine=serializer.validated_data.get("engine"),
             options={"ocr": serializer.validated_data.get("ocr", "auto")},
+            idempotency_key=key,
+            admit=admission(tenant),
         )
     except InputError as exc:
         raise ApiError(exc.status, exc.code, exc.message) from exc
 
 
+def accepted(job: Job) -> tuple[int, dict[str, str]]:
+    """202 for a new job; 200 for the job an Idempotency-Key already named (nothing new queued)."""
+    if job.replayed:
+        return status.HTTP_200_OK, {"Idempotent-Replayed": "true"}
+    return status.HTTP_202_ACCEPTED, {}
+
+
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = JobSerializer
     parser_classes = [MultiPartParser, FormParser]
+    # Anything else is not a job id: a plain 404 from the URL resolver, never a database error.
+    lookup_value_regex = "[0-9a-fA-F-]{32,36}"
+
+    def get_throttles(self):
+        return [SubmissionThrottle()] if self.action == "create" else [PollThrottle()]
+
+    def get_object(self) -> Job:
+        try:
+            uuid.UUID(str(self.kwargs[self.lookup_field]))
+        except ValueError:
+            raise ApiError(404, "job:not-found", "no such job") from None
+        return super().get_object()
 
     def get_queryset(self):
         qs = Job.objects.filter(tenant=tenant_of(self.request)).order_by("-created_at")
@@ -64,13 +108,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(
         request={"multipart/form-data": JobCreateSerializer},
-        responses={202: JobSerializer},
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={202: JobSerializer, 200: JobSerializer},
         description="Upload a document. Answers 202 at once with the job and a Location header.",
     )
     def create(self, request: Request) -> Response:
         job = accept_upload(request)
         body = JobSerializer(job, context={"request": request}).data
-        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["links"]["self"]})
+        code, headers = accepted(job)
+        return Response(body, status=code, headers={"Location": body["links"]["self"], **headers})
 
     @extend_schema(parameters=[OpenApiParameter("status", str, description="comma-separated statuses")])
     def list(self, request: Request, *args, **kwargs) -> Response:
@@ -118,15 +164,22 @@ _SEED_STATUS = {
 }
 
 
-@extend_schema(request={"multipart/form-data": JobCreateSerializer}, responses={202: OpenApiTypes.OBJECT})
+@extend_schema(
+    request={"multipart/form-data": JobCreateSerializer},
+    parameters=[IDEMPOTENCY_HEADER],
+    responses={202: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT},
+)
 @api_view(["POST"])
+@throttle_classes([SubmissionThrottle])
 def process(request: Request) -> Response:
     job = accept_upload(request)
-    return Response({"task_id": str(job.pk), "status": _SEED_STATUS[job.status]}, status=status.HTTP_202_ACCEPTED)
+    code, headers = accepted(job)
+    return Response({"task_id": str(job.pk), "status": _SEED_STATUS[job.status]}, status=code, headers=headers)
 
 
 @extend_schema(responses={200: OpenApiTypes.OBJECT})
 @api_view(["GET"])
+@throttle_classes([PollThrottle])
 def seed_status(request: Request, task_id: str) -> Response:
     job = Job.objects.filter(pk=task_id, tenant=tenant_of(request)).first()
     if job is None:
@@ -145,8 +198,10 @@ def seed_status(request: Request, task_id: str) -> Response:
 # --- probes ------------------------------------------------------------------------------------
 
 
+# The probes take no credentials at all, so a stray or bad header can never fail them.
 @extend_schema(exclude=True)
 @api_view(["GET"])
+@authentication_classes([])
 @permission_classes([AllowAny])
 def healthz(request: Request) -> JsonResponse:
     return JsonResponse({"status": "ok"})
@@ -154,6 +209,7 @@ def healthz(request: Request) -> JsonResponse:
 
 @extend_schema(exclude=True)
 @api_view(["GET"])
+@authentication_classes([])
 @permission_classes([AllowAny])
 def readyz(request: Request) -> JsonResponse:
     checks = {"database": _check(_database), "broker": _check(_broker), "storage": _check(_storage)}

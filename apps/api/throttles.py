@@ -1,0 +1,164 @@
+"""Per-tenant rate limits, the daily page quota, and backpressure: the door's spending controls.
+
+Counters live in the shared Redis cache (settings ``CACHES``) so every web process sees the same
+numbers. Rates are fixed windows counted with Redis INCR: one atomic round trip per request, no
+list of timestamps per tenant (DRF's SimpleRateThrottle keeps one and rewrites it every time,
+and two processes can both read the same old list). A fixed window admits at most twice the
+rate across a window boundary, an acceptable price for an O(1), race-free counter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Sum
+from rest_framework.throttling import BaseThrottle
+
+from apps.api.auth import tenant_of
+from apps.api.errors import ApiError
+from apps.jobs.models import Job, Page
+from workers.pipeline.probe import Probe
+
+_PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
+            "d": 86400, "day": 86400}
+_RATE = re.compile(r"\s*(\d+)\s*/\s*([a-z]+)\s*")
+
+
+def parse_rate(rate: str) -> tuple[int, int] | None:
+    """``"100/min"`` → (100, 60); empty → None (unlimited). Raises ValueError on anything else."""
+    if not rate or not rate.strip():
+        return None
+    match = _RATE.fullmatch(rate.lower())
+    if not match or match.group(2) not in _PERIODS:
+        raise ValueError(f"rate {rate!r} is not N/s, N/min, N/hour or N/day")
+    return int(match.group(1)), _PERIODS[match.group(2)]
+
+
+def _tenant_key(tenant: str) -> str:
+    # Tenants come from JWT claims too: hash them into a short, key-safe token.
+    return hashlib.sha256(tenant.encode()).hexdigest()[:24]
+
+
+def _add(key: str, delta: int, ttl: int) -> int:
+    """Atomically add ``delta`` to a counter that expires ``ttl`` seconds after its creation."""
+    for _ in range(3):
+        cache.add(key, 0, timeout=ttl)
+        try:
+            return cache.incr(key, delta)
+        except ValueError:  # expired between add and incr: create it again
+            continue
+    raise RuntimeError(f"cache counter {key} keeps vanishing")
+
+
+class TenantRateThrottle(BaseThrottle):
+    """N requests per window per tenant; the N+1th is a 429 ``rate:<scope>`` with Retry-After."""
+
+    scope = ""
+    setting = ""
+
+    def allow_request(self, request, view) -> bool:
+        tenant = tenant_of(request)
+        rate = parse_rate(getattr(settings, self.setting))
+        if not tenant or rate is None:
+            return True
+        limit, period = rate
+        now = time.time()
+        window = int(now // period)
+        count = _add(f"rate:{self.scope}:{_tenant_key(tenant)}:{period}:{window}", 1, period + 1)
+        if count > limit:
+            wait = max(1, math.ceil((window + 1) * period - now))
+            # Raised here rather than returning False so the refusal names its own limit; DRF's
+            # generic Throttled cannot say which of several throttles refused.
+            raise ApiError(
+                429,
+                f"rate:{self.scope}",
+                f"more than {limit} {self.scope} per {period} s for this tenant; retry in {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
+        return True
+
+
+class SubmissionThrottle(TenantRateThrottle):
+    scope = "submissions"
+    setting = "OCR_RATE_SUBMISSIONS"
+
+
+class PollThrottle(TenantRateThrottle):
+    """Status, list, result and cancel: cheap reads, so a separate, much higher budget."""
+
+    scope = "polls"
+    setting = "OCR_RATE_POLLS"
+
+
+# --- quota and backpressure, checked after the probe (services.submit's ``admit`` hook) ----------
+
+
+def charge_pages(tenant: str, pages: int) -> Callable[[], None] | None:
+    """Count ``pages`` against the tenant's UTC day; refuse with 429 past OCR_QUOTA_PAGES_PER_DAY.
+
+    Returns the undo that services.submit calls when no job is created after all.
+    """
+    limit = settings.OCR_QUOTA_PAGES_PER_DAY
+    if limit <= 0 or not tenant:
+        return None
+    now = datetime.now(UTC)
+    key = f"quota:pages:{_tenant_key(tenant)}:{now:%Y%m%d}"
+    total = _add(key, pages, 2 * 86400)
+    if total > limit:
+        cache.decr(key, pages)
+        midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+        wait = max(1, math.ceil((midnight - now).total_seconds()))
+        raise ApiError(
+            429,
+            "quota:pages-per-day",
+            f"this document has {pages} page(s); {total - pages} of the {limit} pages allowed per day are used",
+            headers={"Retry-After": str(wait)},
+        )
+    return lambda: cache.decr(key, pages)
+
+
+def waiting_pages() -> int:
+    """Pages waiting for layout or recognition, from the database (the system of record).
+
+    Queued jobs count with their probed page_count (ingest has not split them yet); running jobs
+    count their pages still waiting for layout (queued) or for recognition (detected). Broker
+    list lengths would miss the first group and count messages, not pages (one layout message
+    carries OCR_LAYOUT_BATCH pages). Text-layer pages of queued jobs are counted too: an
+    overestimate that errs towards refusing.
+    """
+    queued = Job.objects.filter(status=Job.Status.QUEUED).aggregate(n=Sum("page_count"))["n"] or 0
+    split = Page.objects.filter(
+        status__in=(Page.Status.QUEUED, Page.Status.DETECTED), job__status=Job.Status.RUNNING
+    ).count()
+    return queued + split
+
+
+def check_backpressure() -> None:
+    threshold = settings.OCR_BACKPRESSURE_PAGES
+    if threshold <= 0:
+        return
+    waiting = waiting_pages()
+    if waiting > threshold:
+        raise ApiError(
+            503,
+            "busy:backpressure",
+            f"{waiting} pages are waiting for OCR (the limit is {threshold}); retry later",
+            headers={"Retry-After": str(settings.OCR_BACKPRESSURE_RETRY_AFTER)},
+        )
+
+
+def admission(tenant: str) -> Callable[[Probe], Callable[[], None] | None]:
+    """The ``admit`` hook for services.submit: backpressure first (it refuses everyone), then quota."""
+
+    def admit(found: Probe) -> Callable[[], None] | None:
+        check_backpressure()
+        return charge_pages(tenant, found.page_count)
+
+    return admit
