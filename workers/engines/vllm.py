@@ -96,6 +96,8 @@ class VllmRecognizer:
             self.profile = profiles.get(config.profile)
         except KeyError as exc:
             raise EngineError("engine:misconfigured", f"VLLM_PROFILE: {exc.args[0]}", permanent=True) from exc
+        # One INFO line per request is noise at hundreds of requests a second.
+        logging.getLogger("httpx2").setLevel(logging.WARNING)
         self.config = config
         self.model = config.model or self.profile["model"]
         self.name = f"vllm:{config.profile}"

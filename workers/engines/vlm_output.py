@@ -90,10 +90,10 @@ def strip_chat_artefacts(text: str) -> str:
     """Remove what a chat model wraps around the answer: a preamble, code fences, an outro."""
     text = text.strip()
     text = _PREAMBLE.sub("", text, count=1)
+    text = _OUTRO.sub("", text).strip()
     match = _FENCE.match(text)
     if match:
         text = match.group(1)
-    text = _OUTRO.sub("", text)
     return text.strip()
 
 

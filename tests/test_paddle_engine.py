@@ -1,0 +1,136 @@
+"""The ``paddle`` layout adapter.
+
+PaddleOCR's models cannot run here (no GPU, no model hub), so the conversion and label mapping
+are tested on result structures shaped exactly as PaddleOCR 3.x's ``LayoutDetection.predict``
+returns them (``res.json`` → ``{"res": {"input_path", "page_index", "boxes": [{"cls_id",
+"label", "score", "coordinate", "order", "polygon_points"}]}}``; PP-DocLayout_plus-L has no
+``order`` nor ``polygon_points``). The model itself runs in ``test_real_model_on_gpu`` when
+OCR_PADDLE_MODEL_DIR points at weights (marked ``gpu``, skipped otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import dev_file
+from workers.engines import paddle
+from workers.engines.base import LABELS, EngineError
+from workers.pipeline.raster import load_image_frame
+
+V3_RESULT = {
+    "res": {
+        "input_path": None,
+        "page_index": None,
+        "boxes": [
+            {"cls_id": 6, "label": "doc_title", "score": 0.9612, "coordinate": [120.5, 80.25, 980.0, 140.75],
+             "order": 1, "polygon_points": [[120.5, 80.25], [980.0, 80.25], [980.0, 140.75], [120.5, 140.75]]},
+            {"cls_id": 22, "label": "text", "score": 0.9871, "coordinate": [120.0, 600.0, 540.0, 900.0],
+             "order": 3, "polygon_points": [[120, 600], [540, 610], [540, 900], [120, 890]]},
+            {"cls_id": 22, "label": "text", "score": 0.9790, "coordinate": [120.0, 180.0, 540.0, 560.0],
+             "order": 2, "polygon_points": [[120, 180], [540, 180], [540, 560], [120, 560]]},
+            {"cls_id": 21, "label": "table", "score": 0.95, "coordinate": [580.0, 180.0, 1000.0, 560.0],
+             "order": 4, "polygon_points": [[580, 180], [1000, 180], [1000, 560], [580, 560]]},
+            {"cls_id": 5, "label": "display_formula", "score": 0.91, "coordinate": [580.0, 600.0, 1000.0, 660.0],
+             "order": 5, "polygon_points": [[580, 600], [1000, 600], [1000, 660], [580, 660]]},
+            {"cls_id": 3, "label": "chart", "score": 0.88, "coordinate": [580.0, 700.0, 1000.0, 900.0],
+             "order": 6, "polygon_points": [[580, 700], [1000, 700], [1000, 900], [580, 900]]},
+            {"cls_id": 16, "label": "number", "score": 0.80, "coordinate": [540.0, 1500.0, 580.0, 1530.0],
+             "order": 7, "polygon_points": [[540, 1500], [580, 1500], [580, 1530], [540, 1530]]},
+        ],
+    }
+}
+
+PLUS_L_RESULT = {
+    "res": {
+        "input_path": None,
+        "page_index": None,
+        "boxes": [
+            {"cls_id": 2, "label": "text", "score": 0.97, "coordinate": [50.0, 300.0, 500.0, 400.0]},
+            {"cls_id": 0, "label": "paragraph_title", "score": 0.93, "coordinate": [50.0, 240.0, 500.0, 280.0]},
+            {"cls_id": 8, "label": "table", "score": 0.90, "coordinate": [50.0, 420.0, 500.0, 700.0]},
+            {"cls_id": 1, "label": "image", "score": 0.85, "coordinate": [10.0, 10.0, 10.0, 50.0]},  # zero width
+        ],
+    }
+}
+
+
+def test_v3_result_converts_with_order_polygons_and_our_labels():
+    boxes = paddle.boxes_from_result(V3_RESULT)
+    assert [b.label for b in boxes] == ["title", "text", "text", "table", "equation", "figure", "footer"]
+    assert all(b.label in LABELS for b in boxes)
+    assert [b.order for b in boxes] == [1, 3, 2, 4, 5, 6, 7]
+    assert boxes[0].bbox == (120.5, 80.2, 980.0, 140.8)
+    assert boxes[0].score == 0.9612
+    assert boxes[1].polygon == ((120.0, 600.0), (540.0, 610.0), (540.0, 900.0), (120.0, 890.0))
+
+
+def test_result_object_with_json_property_is_read():
+    """PaddleOCR hands back result objects whose ``.json`` is the dict above."""
+
+    class Result:
+        json = V3_RESULT
+
+    assert len(paddle.boxes_from_result(Result())) == 7
+    assert len(paddle.boxes_from_result(V3_RESULT["res"])) == 7
+
+
+def test_plus_l_result_without_order_leaves_ordering_to_us():
+    boxes = paddle.boxes_from_result(PLUS_L_RESULT)
+    assert [b.label for b in boxes] == ["text", "title", "table"]  # the degenerate box is dropped
+    assert all(b.order is None and b.polygon is None for b in boxes)
+
+
+def test_partial_order_is_dropped_rather_than_mixed():
+    result = {"res": {"boxes": [dict(V3_RESULT["res"]["boxes"][0]), dict(V3_RESULT["res"]["boxes"][1], order=None)]}}
+    assert [b.order for b in paddle.boxes_from_result(result)] == [None, None]
+
+
+def test_label_map_covers_both_models_and_task_types_follow_glm_ocr():
+    v3 = ["abstract", "algorithm", "aside_text", "chart", "content", "display_formula", "doc_title", "figure_title",
+          "footer", "footer_image", "footnote", "formula_number", "header", "header_image", "image",
+          "inline_formula", "number", "paragraph_title", "reference", "reference_content", "seal", "table", "text",
+          "vertical_text", "vision_footnote"]
+    plus_l = ["paragraph_title", "image", "text", "number", "abstract", "content", "figure_table_chart_title",
+              "formula", "table", "reference", "doc_title", "footnote", "header", "algorithm", "footer", "seal",
+              "chart", "formula_number", "aside_text", "reference_content"]
+    for label in set(v3) | set(plus_l):
+        ours, task = paddle.LABEL_MAP[label]
+        assert ours in LABELS and task in ("text", "table", "formula", "chart", "skip", "abandon"), label
+    assert paddle.task_of("display_formula") == "formula"
+    assert paddle.task_of("table") == "table"
+    assert paddle.task_of("image") == "skip"
+    assert paddle.task_of("header") == "abandon"
+    assert paddle.task_of("chart") == "chart"
+
+
+def test_missing_weights_fail_at_build_naming_the_setting(tmp_path: Path):
+    for model_dir in ("", str(tmp_path / "absent"), str(tmp_path)):  # unset, missing, empty
+        with pytest.raises(EngineError) as info:
+            paddle.PaddleLayoutEngine(paddle.PaddleLayoutConfig(model_dir=model_dir))
+        assert info.value.permanent and info.value.code == "engine:unavailable"
+        assert "OCR_PADDLE_MODEL_DIR" in info.value.message
+
+
+def test_unknown_model_name_is_a_configuration_error(tmp_path: Path):
+    with pytest.raises(EngineError) as info:
+        paddle.PaddleLayoutEngine(paddle.PaddleLayoutConfig(model_dir=str(tmp_path), model="PP-Nope"))
+    assert "OCR_PADDLE_MODEL" in info.value.message
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not os.environ.get("OCR_PADDLE_MODEL_DIR"), reason="OCR_PADDLE_MODEL_DIR does not point at weights")
+def test_real_model_on_gpu():
+    """The real PP-DocLayoutV3 on a real scan, batched: boxes in our labels, a table-free page
+    with text regions, reading order from the model."""
+    image, _ = load_image_frame(dev_file("phototest.tif").read_bytes(), 0, 60_000_000)
+    engine = paddle.PaddleLayoutEngine(paddle.PaddleLayoutConfig(
+        model_dir=os.environ["OCR_PADDLE_MODEL_DIR"], model=os.environ.get("OCR_PADDLE_MODEL", "PP-DocLayoutV3"),
+        device=os.environ.get("OCR_PADDLE_DEVICE", "gpu:0")))
+    pages = engine.detect([image, np.ascontiguousarray(image[: image.shape[0] // 2])])
+    assert len(pages) == 2
+    assert any(b.label in ("text", "title") for b in pages[0])
+    assert all(b.label in LABELS for page in pages for b in page)
