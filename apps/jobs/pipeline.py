@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
 from django.core.files.storage import default_storage
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Count, F
 from django.utils import timezone
 
 from apps.jobs import dispatch, services
-from apps.jobs.models import Job, Page, Region
+from apps.jobs.models import Job, Page, Region, StageEvent
 from ocrsite import logcontext
 from workers.engines import registry, textlayer
 from workers.engines.base import EngineError, LayoutBox, RegionText
@@ -69,33 +72,69 @@ def text_layer_config() -> textlayer.TextLayerConfig:
 
 
 def ingest(job_id: str) -> None:
-    """Split the document into pages: text-layer pages finish here, the rest queue for layout."""
+    """Split the document into pages: text-layer pages finish here, the rest queue for layout.
+
+    A redelivery after a crash finishes what the first delivery left (pages it did not create,
+    pages still waiting for layout); two deliveries at once are kept apart by a per-job lock.
+    """
     job = Job.objects.filter(pk=job_id).first()
     if job is None:
         return
-    if not services.start_job(job_id):
-        job.refresh_from_db()
-        if job.status != Job.Status.RUNNING:
-            return  # cancelled, finished, or already past ingest
-    started = timezone.now()
-    try:
-        with default_storage.open(job.source.name, "rb") as fh:
-            data = fh.read()
-        to_layout = _split_pages(job, data)
-    except InputError as exc:
-        services.record(job_id, "ingest", started=started, outcome="failed", error_code=exc.code)
-        services.fail_job(job_id, exc.code, exc.message)
-        return
-    services.record(job_id, "ingest", started=started, detail={"ocr_pages": len(to_layout)})
+    with ingest_lock(job_id) as held:
+        if not held:
+            return  # another delivery of this message is splitting the document right now
+        if not services.start_job(job_id):
+            job.refresh_from_db()
+            if job.status != Job.Status.RUNNING:
+                return  # cancelled, finished, or already past ingest
+        started = timezone.now()
+        try:
+            with default_storage.open(job.source.name, "rb") as fh:
+                data = fh.read()
+            to_layout, created = _split_pages(job, data)
+        except InputError as exc:
+            services.record(job_id, "ingest", started=started, outcome="failed", error_code=exc.code)
+            services.fail_job(job_id, exc.code, exc.message)
+            return
+        # A late duplicate that only re-sends waiting pages leaves no second event.
+        if created or not StageEvent.objects.filter(job_id=job_id, stage="ingest").exists():
+            services.record(job_id, "ingest", started=started, detail={"ocr_pages": len(to_layout)})
     if to_layout:
         transaction.on_commit(lambda: dispatch.detect_layout(to_layout))
 
 
-def _split_pages(job: Job, data: bytes) -> list[int]:
+@contextmanager
+def ingest_lock(job_id: str) -> Iterator[bool]:
+    """A PostgreSQL session advisory lock on the job, taken without waiting.
+
+    Two copies of an ingest message running at once would both find a page missing and both
+    create it (the second a unique-key error, or for a text-layer page a second count of the
+    same page). The lock is not a row lock, so a cancel is never kept waiting by a long ingest,
+    and it goes away with the connection if the worker dies. SQLite (the embedded CLI) runs one
+    task at a time and needs none.
+    """
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    key = uuid.UUID(str(job_id)).int & ((1 << 63) - 1)  # advisory keys are signed 64-bit
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        held = bool(cursor.fetchone()[0])
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+
+def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
+    """Page ids to send to layout, and how many pages this call created."""
     existing = {p.index: p for p in job.pages.all()}
     force_ocr = job.options.get("ocr") == "force"
     dpi = settings.OCR_DPI
     to_layout: list[int] = []
+    created = 0
     if job.kind == "pdf":
         with open_pdf(data) as doc:
             for index, pdf_page in enumerate(doc):
@@ -105,10 +144,12 @@ def _split_pages(job: Job, data: bytes) -> list[int]:
                 size_pt = (pdf_page.rect.width, pdf_page.rect.height)
                 if not force_ocr and textlayer.has_text_layer(pdf_page, settings.OCR_TEXT_LAYER_MIN_CHARS):
                     _finish_text_page(job, index, pdf_page, dpi, size_pt)
+                    created += 1
                     continue
                 if page is None or not page.image:
                     image, used_dpi = render_pdf_page(pdf_page, dpi, settings.OCR_MAX_IMAGE_PIXELS)
                     page = _store_page_image(job, index, image, used_dpi, size_pt)
+                    created += 1
                 to_layout.append(page.pk)
     else:
         for index in range(job.page_count):
@@ -120,8 +161,9 @@ def _split_pages(job: Job, data: bytes) -> list[int]:
                 img_dpi = img_dpi or 300  # scans without a DPI tag: the common scanner default
                 size_pt = (image.shape[1] * 72 / img_dpi, image.shape[0] * 72 / img_dpi)
                 page = _store_page_image(job, index, image, img_dpi, size_pt)
+                created += 1
             to_layout.append(page.pk)
-    return to_layout
+    return to_layout, created
 
 
 def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt) -> Page:
@@ -192,10 +234,13 @@ def detect_layout(page_ids: Sequence[int]) -> None:
             services.record(page.job_id, "layout", page_id=page.pk, started=started, outcome="failed", error_code=boxes.code)
             services.finish_page(page.pk, Page.Status.DETECTING, error=(boxes.code, boxes.message))
             continue
+        # The move comes first and its row lock is held until commit: if the claim was lost
+        # (a sweep handed the page to another worker) this delivery writes nothing.
         with transaction.atomic():
+            if not services.move_page(page.pk, Page.Status.DETECTING, Page.Status.DETECTED, layout_ms=per_page_ms):
+                continue
             _write_regions(page, [(b, None) for b in boxes], source=Page.Source.OCR, engine="")
-            if services.move_page(page.pk, Page.Status.DETECTING, Page.Status.DETECTED, layout_ms=per_page_ms):
-                ready.append(page.pk)
+            ready.append(page.pk)
         services.record(page.job_id, "layout", page_id=page.pk, started=started, attempt=page.attempts,
                         detail={"regions": len(boxes), "batch": len(pages), "engine": engine_names[page.pk]})
     if ready:
@@ -290,7 +335,10 @@ def recognize(page_id: int) -> None:
         for offset, (box, text) in enumerate(found):
             _create_region(page, start + offset, box, text, source=Page.Source.OCR, engine=engine.name)
         _renumber(page)
-        services.finish_page(page_id, Page.Status.RECOGNIZING, recognize_ms=elapsed)
+        if not services.finish_page(page_id, Page.Status.RECOGNIZING, recognize_ms=elapsed):
+            # The claim went stale and was handed on: the other worker's text is the one kept.
+            transaction.set_rollback(True)
+            return
     services.record(page.job_id, "recognize", page_id=page_id, started=started, attempt=page.attempts,
                     detail={"regions": len(regions) + len(found), "engine": engine.name})
 
@@ -363,21 +411,33 @@ def sweep() -> dict[str, int]:
     now = timezone.now()
     stale = now - timedelta(seconds=settings.OCR_STALE_AFTER)
     counts = {}
-    # Claims held past the hard time limit: the worker died. Hand them back.
+    # Claims held past the hard time limit: the worker died. Hand them back and send them again
+    # now (releasing touches updated_at, so the waiting-page query below would skip them).
+    released: dict[str, list[int]] = {}
     for frm, to in ((Page.Status.DETECTING, Page.Status.QUEUED), (Page.Status.RECOGNIZING, Page.Status.DETECTED)):
         ids = list(Page.objects.filter(status=frm, updated_at__lt=stale, job__status=Job.Status.RUNNING)
                    .values_list("pk", flat=True)[:1000])
         services.release_pages(ids, frm, to)
-        counts[f"released_{frm}"] = len(ids)
+        # Only those still in ``to``: a page that moved on between the two queries is not ours.
+        released[to] = list(Page.objects.filter(pk__in=ids, status=to).values_list("pk", flat=True))
+        counts[f"released_{frm}"] = len(released[to])
     waiting = Page.objects.filter(updated_at__lt=stale, job__status=Job.Status.RUNNING)
-    layout_ids = list(waiting.filter(status=Page.Status.QUEUED).values_list("pk", flat=True)[:1000])
-    rec_ids = list(waiting.filter(status=Page.Status.DETECTED).values_list("pk", flat=True)[:1000])
+    layout_ids = released[Page.Status.QUEUED] + list(
+        waiting.filter(status=Page.Status.QUEUED).values_list("pk", flat=True)[:1000])
+    rec_ids = released[Page.Status.DETECTED] + list(
+        waiting.filter(status=Page.Status.DETECTED).values_list("pk", flat=True)[:1000])
     dispatch.detect_layout(layout_ids)
     dispatch.recognize(rec_ids)
     # Touch what we re-sent so the next sweep waits a full period before sending it again.
     Page.objects.filter(pk__in=layout_ids + rec_ids).update(updated_at=now)
     jobs = Job.objects.filter(updated_at__lt=stale)
     for job_id in jobs.filter(status=Job.Status.QUEUED).values_list("pk", flat=True)[:1000]:
+        dispatch.ingest(str(job_id))
+    # A running job with pages still missing lost its ingest (the worker died mid-split, or the
+    # message was lost after the job was claimed): ingest again; it skips the pages it made.
+    unsplit = (jobs.filter(status=Job.Status.RUNNING).annotate(made=Count("pages"))
+               .filter(made__lt=F("page_count")).values_list("pk", flat=True)[:1000])
+    for job_id in unsplit:
         dispatch.ingest(str(job_id))
     for job_id in jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:1000]:
         dispatch.assemble(str(job_id))
