@@ -5,6 +5,7 @@ Codes are stable strings clients can branch on; messages are for people.
 
 from __future__ import annotations
 
+from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -45,6 +46,8 @@ def exception_handler(exc, context):
         for key, value in exc.headers.items():
             response[key] = value
         return response
+    if isinstance(exc, Http404):  # get_object's 404 (another tenant's job, or none): DRF's NotFound
+        exc = exceptions.NotFound(str(exc) or "no such job")
     code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), "request:error")
     if isinstance(exc, exceptions.ValidationError):
         response.data = error_body(code, "the request is not valid", fields=response.data)

@@ -1,0 +1,212 @@
+"""Identity and tenancy on every endpoint: API keys, OIDC bearer tokens, Django tokens.
+
+Real parts throughout: keys in PostgreSQL, a JWKS fetched over HTTP from a local issuer, jobs run
+by the real worker process so that the result endpoint has something to serve.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from apps.jobs.models import Job
+from tests.conftest import dev_file, upload, wait_for_job
+from tests.hostile.corpus import text_pdf
+from tests.perimeter import Issuer, bearer_client, key_client, new_key
+
+
+@pytest.fixture(scope="module")
+def issuer():
+    iss = Issuer()
+    yield iss
+    iss.close()
+
+
+@pytest.fixture
+def oidc(issuer, settings) -> Issuer:
+    for name, value in issuer.settings().items():
+        setattr(settings, name, value)
+    return issuer
+
+
+def _pdf(name: str = "doc.pdf") -> io.BytesIO:
+    fh = io.BytesIO(text_pdf())
+    fh.name = name
+    return fh
+
+
+# (label, method, path template, body factory, status with valid credentials)
+ENDPOINTS: list[tuple[str, str, str, Callable[[], dict] | None, int]] = [
+    ("submit", "post", "/api/v1/jobs", lambda: {"file": _pdf()}, 202),
+    ("list", "get", "/api/v1/jobs", None, 200),
+    ("status", "get", "/api/v1/jobs/{done}", None, 200),
+    ("result", "get", "/api/v1/jobs/{done}/result?format=markdown", None, 200),
+    ("result-json", "get", "/api/v1/jobs/{done}/result?format=json", None, 200),
+    ("seed-process", "post", "/process", lambda: {"file": _pdf()}, 202),
+    ("seed-status", "get", "/status/{done}", None, 200),
+    ("schema", "get", "/api/schema/", None, 200),
+    ("docs", "get", "/api/docs/", None, 200),
+    ("cancel", "delete", "/api/v1/jobs/{active}", None, 202),  # last: it ends the active job
+]
+
+
+def _call(client: APIClient, method: str, path: str, body: Callable[[], dict] | None):
+    if body is None:
+        return getattr(client, method)(path)
+    return getattr(client, method)(path, body(), format="multipart")
+
+
+def _done_and_active_jobs(client: APIClient) -> dict[str, str]:
+    resp = client.post("/api/v1/jobs", {"file": _pdf()}, format="multipart")
+    assert resp.status_code == 202, resp.content
+    done = resp.json()["id"]
+    assert wait_for_job(client, done)["status"] == "done"
+    # A scan needs OCR, so it is still active when cancelled a moment later.
+    fh = io.BytesIO(dev_file("phototest.tif").read_bytes())
+    fh.name = "phototest.tif"
+    resp = client.post("/api/v1/jobs", {"file": fh}, format="multipart")
+    assert resp.status_code == 202, resp.content
+    return {"done": done, "active": resp.json()["id"]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_endpoint_refuses_each_bad_credential_then_serves_a_good_one(worker, oidc):
+    tenant = f"acme-{uuid.uuid4().hex[:6]}"
+    _, raw = new_key(tenant)
+    revoked, revoked_raw = new_key(tenant)
+    revoked.revoked = True
+    revoked.save()
+    _, expired_key_raw = new_key(tenant, expiry_date=timezone.now() - timedelta(minutes=1))
+    good = key_client(raw)
+    ids = _done_and_active_jobs(good)
+
+    bad: dict[str, APIClient] = {
+        "none": APIClient(),
+        "wrong key": key_client(raw[:-4] + "abcd"),
+        "revoked key": key_client(revoked_raw, header="authorization"),
+        "expired key": key_client(expired_key_raw),
+        "expired JWT": bearer_client(oidc.token(tenant, exp=int(timezone.now().timestamp()) - 3600)),
+        "wrong audience": bearer_client(oidc.token(tenant, aud="someone-else")),
+        "wrong issuer": bearer_client(oidc.token(tenant, iss="https://evil.example")),
+        "alg none": bearer_client(oidc.unsigned_token(tenant)),
+        "HS256 with the public key": bearer_client(oidc.hs256_confused_token(tenant)),
+        "garbage bearer": bearer_client("not-a-jwt"),
+    }
+    for label, method, template, body, _ in ENDPOINTS:
+        path = template.format(**ids)
+        for why, client in bad.items():
+            resp = _call(client, method, path, body)
+            assert resp.status_code == 401, (label, why, resp.status_code, resp.content[:300])
+            assert resp["WWW-Authenticate"], (label, why)
+            if "json" in resp.get("Content-Type", ""):
+                assert resp.json()["error"]["code"] in ("auth:not-authenticated", "auth:invalid-credentials")
+    # Nothing the refused requests sent was accepted.
+    assert Job.objects.filter(tenant=tenant).count() == 2
+
+    jwt_client = bearer_client(oidc.token(tenant))
+    for label, method, template, body, expected in ENDPOINTS:
+        path = template.format(**ids)
+        clients = [("api key", good), ("jwt", jwt_client)] if label != "cancel" else [("jwt", jwt_client)]
+        for how, client in clients:
+            resp = _call(client, method, path, body)
+            assert resp.status_code == expected, (label, how, resp.status_code, resp.content[:300])
+    assert Job.objects.get(pk=ids["active"]).status == Job.Status.CANCELLED
+    # The JWKS was fetched once and then served from PyJWKClient's cache.
+    assert oidc.fetches <= 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_probes_need_no_credentials_even_with_bad_ones():
+    for client in (APIClient(), key_client("nope.nope"), bearer_client("x.y.z")):
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/readyz").status_code in (200, 503)  # readiness, not authentication
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tenants_see_only_their_own_jobs_on_every_endpoint(worker, oidc, api, user):
+    a, b = f"tenant-a-{uuid.uuid4().hex[:6]}", f"tenant-b-{uuid.uuid4().hex[:6]}"
+    _, a_raw = new_key(a)
+    a_key = key_client(a_raw)
+    a_jwt = bearer_client(oidc.token(a))  # same tenant through a token: same jobs
+    b_jwt = bearer_client(oidc.token(b))
+    ids = _done_and_active_jobs(a_key)
+    b_resp = upload(b_jwt, None, name="b.pdf", data=text_pdf("tenant b's own document"))
+    assert b_resp.status_code == 202
+    b_job = b_resp.json()["id"]
+
+    job = Job.objects.get(pk=ids["done"])
+    assert job.tenant == a and job.owner is None  # a key has a tenant, not a Django user
+    assert Job.objects.get(pk=b_job).tenant == b
+
+    for other, own_ids in ((b_jwt, {b_job}), (api, set())):  # B by JWT, C by Django token
+        for path in (f"/api/v1/jobs/{ids['done']}", f"/api/v1/jobs/{ids['done']}/result",
+                     f"/status/{ids['done']}", f"/api/v1/jobs/{ids['active']}"):
+            resp = other.get(path)
+            assert resp.status_code == 404, (path, resp.status_code)
+            assert resp.json()["error"]["code"] == "job:not-found"
+        resp = other.delete(f"/api/v1/jobs/{ids['active']}")
+        assert resp.status_code == 404
+        listed = {j["id"] for j in other.get("/api/v1/jobs").json()["results"]}
+        assert listed == own_ids
+
+    assert Job.objects.get(pk=ids["active"]).status != Job.Status.CANCELLED  # B's cancel did nothing
+    for client in (a_key, a_jwt):
+        listed = {j["id"] for j in client.get("/api/v1/jobs").json()["results"]}
+        assert listed == {ids["done"], ids["active"]}
+        assert client.get(f"/api/v1/jobs/{ids['done']}/result").status_code == 200
+        assert client.get(f"/api/v1/jobs/{b_job}").status_code == 404
+    assert a_jwt.delete(f"/api/v1/jobs/{ids['active']}").status_code == 202
+    # The Django token user is its own tenant (its username).
+    mine = upload(api, None, name="c.pdf", data=text_pdf("tenant c"))
+    assert Job.objects.get(pk=mine.json()["id"]).tenant == user.username
+    assert wait_for_job(b_jwt, b_job)["status"] == "done"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_token_without_tenant_claim_is_refused(oidc):
+    token = oidc.token("")  # an empty tenant claim
+    resp = bearer_client(token).get("/api/v1/jobs")
+    assert resp.status_code == 401
+    assert "tenant" in resp.json()["error"]["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_jwks_from_a_file(issuer, settings, tmp_path):
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(issuer.jwks))
+    for name, value in issuer.settings().items():
+        setattr(settings, name, value)
+    settings.OIDC_JWKS_URL = "http://127.0.0.1:9/unused"  # the file wins; this would fail to connect
+    settings.OIDC_JWKS_FILE = str(path)
+    assert bearer_client(issuer.token("filed")).get("/api/v1/jobs").status_code == 200
+    assert bearer_client(issuer.hs256_confused_token("filed")).get("/api/v1/jobs").status_code == 401
+
+
+@pytest.mark.django_db(transaction=True)
+def test_api_key_is_stored_hashed_and_shown_by_prefix(admin_client):
+    key, raw = new_key("hashed")
+    prefix, secret = raw.split(".")
+    assert key.prefix == prefix and secret not in key.hashed_key and raw not in key.id
+    page = admin_client.get("/admin/api/tenantapikey/").content.decode()
+    assert prefix in page and secret not in page
+    # Created in the admin: the key is shown once, in the message after saving.
+    resp = admin_client.post("/admin/api/tenantapikey/add/", {"name": "from admin", "tenant": "admin-made"}, follow=True)
+    assert resp.status_code == 200
+    made = [m.message for m in resp.context["messages"] if "API key" in m.message]
+    assert made, "the admin shows the new key once"
+    shown = made[0].split("is: ")[1].split(". ")[0]
+    assert key_client(shown).get("/api/v1/jobs").status_code == 200
+    # Revoked in the admin: the key stops working at once.
+    obj = key.__class__.objects.get(tenant="admin-made")
+    change = reverse("admin:api_tenantapikey_change", args=[obj.pk])
+    resp = admin_client.post(change, {"name": "from admin", "tenant": "admin-made", "revoked": "on"})
+    assert resp.status_code == 302, resp.content[:500]
+    assert key_client(shown).get("/api/v1/jobs").status_code == 401
