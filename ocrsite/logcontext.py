@@ -27,9 +27,11 @@ _tokens: dict[str, list[tuple[ContextVar[str], Token]]] = {}
 
 
 def _ids(value: object) -> str:
+    """"7" or "7,8,9" from an ID or a list of IDs; anything else (a batch of request objects,
+    as celery-batches passes) binds nothing, and the pipeline binds what it claims."""
     if isinstance(value, list | tuple | set):
-        return ",".join(str(v) for v in value)
-    return "" if value is None else str(value)
+        return ",".join(str(v) for v in value if isinstance(v, int | str))
+    return str(value) if isinstance(value, int | str) else ""
 
 
 def bind(*, job_id: object = None, page_id: object = None) -> None:
