@@ -24,7 +24,7 @@ from workers.engines.base import (
     RegionText,
     TextLine,
 )
-from workers.engines.geometry import best_container, quad_to_box, union_box
+from workers.engines.geometry import best_container, iou, quad_to_box, union_box
 
 
 @dataclass(frozen=True)
@@ -200,14 +200,29 @@ def _group_lines(lines: Sequence[TextLine]) -> list[list[TextLine]]:
     return groups
 
 
+# CDLA sometimes gives one block two labels with near-identical boxes (title and header for a
+# document title at the top margin, text and reference for a list). Keeping both leaves an empty
+# twin in the JSON, and if the lines land in the header twin they vanish from the Markdown.
+_SAME_BLOCK_IOU = 0.8
+_MARGIN_LABELS = frozenset({"header", "footer"})
+
+
 def _drop_nested_duplicates(boxes: list[LayoutBox]) -> list[LayoutBox]:
-    """Drop a box that sits almost wholly inside a higher-scoring box of the same label."""
+    """One box per block: drop a box almost wholly inside a higher-scoring box of the same label,
+    and of two near-identical boxes with different labels keep the higher-scoring one, except
+    that a body label beats header/footer (a running head shown in the Markdown costs less than
+    body text left out of it)."""
+    ranked = sorted(boxes, key=lambda b: (b.label in _MARGIN_LABELS, -b.score))
     kept: list[LayoutBox] = []
-    for box in sorted(boxes, key=lambda b: -b.score):
-        if any(k.label == box.label and best_container(box.bbox, [k.bbox], 0.9) is not None for k in kept):
+    for box in ranked:
+        if any(
+            (k.label == box.label and best_container(box.bbox, [k.bbox], 0.9) is not None)
+            or iou(k.bbox, box.bbox) >= _SAME_BLOCK_IOU
+            for k in kept
+        ):
             continue
         kept.append(box)
-    return kept
+    return sorted(kept, key=lambda b: -b.score)
 
 
 def _quiet(prefix: str) -> None:

@@ -15,6 +15,12 @@ def intersection(a: Box, b: Box) -> float:
     return area((max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])))
 
 
+def iou(a: Box, b: Box) -> float:
+    inter = intersection(a, b)
+    union = area(a) + area(b) - inter
+    return inter / union if union > 0 else 0.0
+
+
 def union_box(boxes: Iterable[Box]) -> Box:
     boxes = list(boxes)
     return (
