@@ -100,6 +100,15 @@ class PollThrottle(TenantRateThrottle):
 # --- quota and backpressure, checked after the probe (services.submit's ``admit`` hook) ----------
 
 
+def _quota_key(tenant: str, now: datetime) -> str:
+    return f"quota:pages:{_tenant_key(tenant)}:{now:%Y%m%d}"
+
+
+def pages_used_today(tenant: str) -> int:
+    """Pages charged to the tenant since UTC midnight (for operators and tests)."""
+    return int(cache.get(_quota_key(tenant, datetime.now(UTC))) or 0)
+
+
 def charge_pages(tenant: str, pages: int) -> Callable[[], None] | None:
     """Count ``pages`` against the tenant's UTC day; refuse with 429 past OCR_QUOTA_PAGES_PER_DAY.
 
@@ -109,7 +118,7 @@ def charge_pages(tenant: str, pages: int) -> Callable[[], None] | None:
     if limit <= 0 or not tenant:
         return None
     now = datetime.now(UTC)
-    key = f"quota:pages:{_tenant_key(tenant)}:{now:%Y%m%d}"
+    key = _quota_key(tenant, now)
     total = _add(key, pages, 2 * 86400)
     if total > limit:
         cache.decr(key, pages)

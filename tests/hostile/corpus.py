@@ -71,7 +71,9 @@ def text_pdf(text: str = "A born-digital page whose text layer is long enough to
     for i in range(pages):
         page = doc.new_page(width=size[0], height=size[1])
         page.insert_text((72, 72), f"{text} Page {i + 1}.", fontsize=11)
-    return doc.tobytes()
+    # Same text, same bytes: no creation date, no fresh /ID (idempotency tests compare hashes).
+    doc.set_metadata({})
+    return doc.tobytes(no_new_id=True)
 
 
 def text_png(text: str = "POLYGLOT PNG TEXT", size: tuple[int, int] = (480, 120)) -> bytes:
