@@ -261,17 +261,19 @@ CASES: list[Case] = [
     # Names: the stored name is ours; the client's is display text only
     Case("traversal", lambda: text_pdf(), Done(), "path traversal in the name", filename="../../../etc/passwd.pdf"),
     Case("control", lambda: text_pdf(), Done(), "control characters and an ANSI escape in the name",
-         filename="evil\r\n\x1b[31mred\x07\x7f.pdf"),
+         filename="evil\x1b[31mred\x07\x7f\t.pdf"),
     Case("unicode", lambda: text_pdf(), Done(), "Unicode name", filename="résumé 文書 \U0001f4c4.pdf"),
-    Case("long_name", lambda: text_pdf(), Done(), "a 1000-character name", filename="n" * 996 + ".pdf"),
+    Case("long_name", lambda: text_pdf(), Done(), "a 300-character name: kept to 255", filename="n" * 296 + ".pdf"),
+    Case("huge_name", lambda: text_pdf(), Refused(400, "request:malformed"),
+         "a 2000-character name overflows the multipart header limit", filename="n" * 1996 + ".pdf"),
 ]
 
 # Expected display names after cleaning (services.clean_filename), for the name cases.
 CLEAN_NAMES = {
     "traversal": "passwd.pdf",
-    "control": "evilred.pdf",
+    "control": "evil[31mred.pdf",
     "unicode": "résumé 文書 \U0001f4c4.pdf",
-    "long_name": ("n" * 996 + ".pdf")[:255],
+    "long_name": "n" * 251 + ".pdf",  # Django keeps the extension when it shortens a name
 }
 
 
