@@ -148,7 +148,7 @@ class JobAdmin(admin.ModelAdmin):
     change_list_template = "admin/jobs/job/change_list.html"
     fieldsets = (
         (None, {"fields": ("id", "filename", "status", "owner", "tenant", "engine", "attempt", "options")}),
-        ("Input", {"fields": ("kind", "sha256", "size_bytes", "page_count", "source")}),
+        ("Input", {"fields": ("kind", "sha256", "size_bytes", "page_count", "source_file")}),
         ("Progress", {"fields": ("pages_done", "pages_failed", "created_at", "started_at", "finished_at",
                                  "updated_at")}),
         ("Error", {"fields": ("error_code", "error_message")}),
@@ -191,6 +191,14 @@ class JobAdmin(admin.ModelAdmin):
     def owner_tenant(self, job: Job) -> str:
         owner = job.owner.get_username() if job.owner else "—"
         return f"{owner} / {job.tenant}" if job.tenant else owner
+
+    @admin.display(description="source")
+    def source_file(self, job: Job) -> str:
+        # Through the permission-checked download view, never a raw MEDIA_URL (storage may be private).
+        if not job.source:
+            return "purged"
+        return format_html('<a href="{}">{}</a>', reverse("admin:jobs_job_download", args=[job.pk, "source"]),
+                           job.source.name)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, job: Job) -> str:
