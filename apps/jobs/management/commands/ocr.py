@@ -30,6 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--out", type=Path, help="write the result to this file instead of stdout")
         parser.add_argument("--engine", choices=[e.value for e in Job.Engine], help="engine profile for this job")
         parser.add_argument("--force-ocr", action="store_true", help="OCR pages even when they have a text layer")
+        parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
     def handle(self, *args, **opts) -> None:
         path: Path = opts["file"]
@@ -44,19 +45,25 @@ class Command(BaseCommand):
         # the web process never imports them and sends by name to the broker instead.
         celery_app.loader.import_default_modules()
 
-        bar = None
+        bar: tqdm | None = None
 
         def on_page(sender, job_id, **kwargs) -> None:
-            if bar is not None:
-                if bar.total is None:
-                    bar.total = Job.objects.values_list("page_count", flat=True).get(pk=job_id)
-                bar.update(1)
+            # The bar appears with the first finished page, once the page count is known: a
+            # one-page document gets none. It is shown even when stderr is not a terminal (a CI
+            # log, a pipe): stdout carries the result, so stderr is free for progress.
+            nonlocal bar
+            if bar is None:
+                total = Job.objects.values_list("page_count", flat=True).get(pk=job_id)
+                if total < 2 or opts["quiet"]:
+                    return
+                bar = tqdm(total=total, desc=path.name, unit="page", file=sys.stderr, disable=False,
+                           mininterval=0.2)
+            bar.update(1)
 
         services.page_finished.connect(on_page, weak=False)
         try:
             with path.open("rb") as fh:
                 upload = services.Upload(stream=fh, filename=path.name, size=path.stat().st_size)
-                bar = tqdm(desc=path.name, unit="page", file=sys.stderr, disable=None, leave=False)
                 job = services.submit(
                     upload,
                     tenant="cli",
