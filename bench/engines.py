@@ -1,0 +1,94 @@
+"""The two OCR engines P2 compares, each as "image in, plain text out".
+
+The CPU engine is built exactly as a worker builds it (``apps.jobs.pipeline.engine_settings()``
+reads the same settings), so a tuned default measured here is the default that runs in
+production. Tesseract 5 is the Debian package, called as its CLI is called in practice.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import replace
+
+import numpy as np
+from PIL import Image
+
+from workers.engines.cpu import CpuRecognizerConfig, RapidOcrRecognizer, sort_lines
+
+
+def django_settings():
+    """The settings module, read without django.setup(): the benchmarks only read engine settings,
+    and setting up apps would tie them to every model import of the moment."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocrsite.settings")
+    from django.conf import settings
+
+    return settings
+
+
+def production_config(**overrides) -> CpuRecognizerConfig:
+    """The recognizer config a worker builds (mirrors apps.jobs.pipeline.engine_settings)."""
+    s = django_settings()
+    fields = {
+        "threads": s.OCR_ENGINE_THREADS,
+        "det_max_side": s.OCR_DET_MAX_SIDE,
+        "rec_batch": s.OCR_REC_BATCH,
+    }
+    for name, setting in (("det_limit_side", "OCR_DET_LIMIT_SIDE"), ("det_limit_type", "OCR_DET_LIMIT_TYPE")):
+        if hasattr(s, setting):
+            fields[name] = getattr(s, setting)
+    return replace(CpuRecognizerConfig(**fields), **overrides)
+
+
+class Rapid:
+    """RapidOcrRecognizer.read_lines over the full page, lines joined in reading rows."""
+
+    def __init__(self, config: CpuRecognizerConfig, label: str = "rapidocr") -> None:
+        self.config = config
+        self.label = label
+        self.engine = RapidOcrRecognizer(config)
+
+    def warm(self, image: np.ndarray) -> None:
+        self.engine.read_lines(image)
+
+    def __call__(self, image: np.ndarray, dpi: int) -> str:
+        lines = self.engine.read_lines(image)
+        return "\n".join(" ".join(line.text for line in row) for row in sort_lines(lines))
+
+
+class Tesseract:
+    """``tesseract IMG stdout`` on a PNG of the same pixels. ``threads`` sets OMP_THREAD_LIMIT
+    (Debian's build uses OpenMP); 0 leaves Tesseract's default."""
+
+    def __init__(self, threads: int = 0, label: str = "tesseract") -> None:
+        if shutil.which("tesseract") is None:
+            raise RuntimeError("tesseract is not installed: apt-get install -y tesseract-ocr")
+        self.threads = threads
+        self.label = label
+        self.env = dict(os.environ)
+        if threads:
+            self.env["OMP_THREAD_LIMIT"] = str(threads)
+        self._tmp = tempfile.TemporaryDirectory(prefix="bench-tess-")
+
+    def version(self) -> str:
+        out = subprocess.run(["tesseract", "--version"], capture_output=True, text=True, check=True)
+        return out.stdout.splitlines()[0]
+
+    def prepare(self, image: np.ndarray, name: str) -> str:
+        """The PNG is written before timing starts: the CPU engine gets its pixels in memory."""
+        path = os.path.join(self._tmp.name, f"{abs(hash(name))}.png")
+        if not os.path.exists(path):
+            Image.fromarray(image).save(path, compress_level=1)
+        return path
+
+    def warm(self, image: np.ndarray) -> None:
+        self.run(self.prepare(image, "warm"), 300)
+
+    def run(self, path: str, dpi: int) -> str:
+        proc = subprocess.run(
+            ["tesseract", path, "stdout", "--dpi", str(dpi), "-l", "eng"],
+            capture_output=True, text=True, env=self.env, check=True,
+        )
+        return proc.stdout
