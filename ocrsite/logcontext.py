@@ -27,7 +27,7 @@ _tokens: dict[str, list[tuple[ContextVar[str], Token]]] = {}
 
 
 def _ids(value: object) -> str:
-    """"7" or "7,8,9" from an ID or a list of IDs; anything else (a batch of request objects,
+    """ "7" or "7,8,9" from an ID or a list of IDs; anything else (a batch of request objects,
     as celery-batches passes) binds nothing, and the pipeline binds what it claims."""
     if isinstance(value, list | tuple | set):
         return ",".join(str(v) for v in value if isinstance(v, int | str))

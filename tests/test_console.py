@@ -52,8 +52,7 @@ def tiff_pages(n: int) -> bytes:
     with Image.open(dev_file("phototest.tif")) as img:
         frame = img.convert("L")
     out = io.BytesIO()
-    frame.save(out, format="TIFF", save_all=True, append_images=[frame.copy() for _ in range(n - 1)],
-               dpi=(300, 300))
+    frame.save(out, format="TIFF", save_all=True, append_images=[frame.copy() for _ in range(n - 1)], dpi=(300, 300))
     return out.getvalue()
 
 
@@ -73,8 +72,7 @@ def wait_status(job_id, statuses, timeout: float = 180, worker=None) -> Job:
 
 
 def make_operator(password: str = "op-pass-123"):
-    user = get_user_model().objects.create_user(username=f"op-{uuid.uuid4().hex[:6]}", password=password,
-                                                is_staff=True)
+    user = get_user_model().objects.create_user(username=f"op-{uuid.uuid4().hex[:6]}", password=password, is_staff=True)
     user.groups.add(Group.objects.get(name="Operators"))
     return user
 
@@ -229,26 +227,54 @@ def test_metrics_needs_token_or_loopback(settings):
 # --- permissions, actions, purge ---------------------------------------------------------------
 
 
-def stored_job(status: str = "done", pages: int = 2, regions: int = 3, owner=None, error_code: str = "",
-               duration_s: float = 5) -> Job:
+def stored_job(
+    status: str = "done", pages: int = 2, regions: int = 3, owner=None, error_code: str = "", duration_s: float = 5
+) -> Job:
     """A finished job with real files in storage (no worker needed for console views)."""
     png = encode_png(np.full((400, 300, 3), 255, dtype=np.uint8))
     now = timezone.now()
     finished = now if status in Job.TERMINAL else None
-    job = Job.objects.create(status=status, filename="stored.tif", kind="tiff", sha256="0" * 64, owner=owner,
-                             page_count=pages, pages_done=pages, error_code=error_code, error_message=error_code,
-                             started_at=now - timedelta(seconds=duration_s), finished_at=finished)
+    job = Job.objects.create(
+        status=status,
+        filename="stored.tif",
+        kind="tiff",
+        sha256="0" * 64,
+        owner=owner,
+        page_count=pages,
+        pages_done=pages,
+        error_code=error_code,
+        error_message=error_code,
+        started_at=now - timedelta(seconds=duration_s),
+        finished_at=finished,
+    )
     job.source.save(f"{job.pk}.tiff", ContentFile(b"II*\x00fake"), save=False)
     job.result_markdown = services.save_bytes(f"results/{job.pk}.md", b"# Title\n\nbody <script>x</script>\n")
     job.result_json = services.save_bytes(f"results/{job.pk}.json", b'{"pages": []}')
     job.save()
     for i in range(pages):
-        page = Page.objects.create(job=job, index=i, status="done", width=300, height=400, dpi=72,
-                                   image=services.save_bytes(f"pages/{job.pk}/{i:05d}.png", png))
+        page = Page.objects.create(
+            job=job,
+            index=i,
+            status="done",
+            width=300,
+            height=400,
+            dpi=72,
+            image=services.save_bytes(f"pages/{job.pk}/{i:05d}.png", png),
+        )
         for r in range(regions):
-            Region.objects.create(page=page, order=r, label=["title", "text", "table"][r % 3], x0=10, y0=10 + r * 100,
-                                  x1=290, y1=90 + r * 100, text=f"region {r}", status="done",
-                                  confidence=0.3 if r == 0 else 0.95, flags=["loop-cut"] if r == 1 else [])
+            Region.objects.create(
+                page=page,
+                order=r,
+                label=["title", "text", "table"][r % 3],
+                x0=10,
+                y0=10 + r * 100,
+                x1=290,
+                y1=90 + r * 100,
+                text=f"region {r}",
+                status="done",
+                confidence=0.3 if r == 0 else 0.95,
+                flags=["loop-cut"] if r == 1 else [],
+            )
     return job
 
 
@@ -278,8 +304,9 @@ def test_operator_may_retry_and_cancel_but_not_delete_or_purge():
     # Cancel is idempotent: a second press changes nothing and records nothing.
     active = stored_job(status="running")
     for _ in range(2):
-        resp = client.post(reverse("admin:jobs_job_changelist"),
-                           {"action": "cancel_jobs", "_selected_action": [str(active.pk)]})
+        resp = client.post(
+            reverse("admin:jobs_job_changelist"), {"action": "cancel_jobs", "_selected_action": [str(active.pk)]}
+        )
         assert resp.status_code == 302
     active.refresh_from_db()
     assert active.status == "cancelled"
@@ -289,8 +316,12 @@ def test_operator_may_retry_and_cancel_but_not_delete_or_purge():
 @pytest.mark.django_db
 def test_superuser_purges_payload_and_results_once(admin_client, admin_user, django_capture_on_commit_callbacks):
     job = stored_job(status="done")
-    names = [job.source.name, job.result_markdown.name, job.result_json.name,
-             *job.pages.values_list("image", flat=True)]
+    names = [
+        job.source.name,
+        job.result_markdown.name,
+        job.result_json.name,
+        *job.pages.values_list("image", flat=True),
+    ]
     assert all(default_storage.exists(n) for n in names)
     for _ in range(2):  # the second purge finds nothing and records nothing
         with django_capture_on_commit_callbacks(execute=True):  # files go once the rows let go
@@ -418,14 +449,22 @@ def test_flower_from_the_procfile_asks_for_a_login(broker_url, tmp_path):
     credentials from FLOWER_BASIC_AUTH, and does not start Flower at all without them."""
     command = _procfile_command("flower")
     root = Path(__file__).resolve().parent.parent
-    refused = subprocess.run(["bash", "-c", f"timeout 2 bash -c {shlex.quote(command)}"], cwd=root,
-                             env={k: v for k, v in os.environ.items() if k != "FLOWER_BASIC_AUTH"},
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        ["bash", "-c", f"timeout 2 bash -c {shlex.quote(command)}"],
+        cwd=root,
+        env={k: v for k, v in os.environ.items() if k != "FLOWER_BASIC_AUTH"},
+        capture_output=True,
+        text=True,
+    )
     assert "not started without a login" in refused.stderr
 
     port = _free_port()
-    env = {**os.environ, "FLOWER_BASIC_AUTH": "ops:flower-pw", "FLOWER_PORT": str(port),
-           "CELERY_BROKER_URL": broker_url}
+    env = {
+        **os.environ,
+        "FLOWER_BASIC_AUTH": "ops:flower-pw",
+        "FLOWER_PORT": str(port),
+        "CELERY_BROKER_URL": broker_url,
+    }
     log = (tmp_path / "flower.log").open("w")
     proc = subprocess.Popen(["bash", "-c", command], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -441,8 +480,9 @@ def test_flower_from_the_procfile_asks_for_a_login(broker_url, tmp_path):
             except (urllib.error.URLError, ConnectionError):
                 assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "flower.log").read_text()
                 time.sleep(0.3)
-        request = urllib.request.Request(url, headers={
-            "Authorization": "Basic " + base64.b64encode(b"ops:flower-pw").decode()})
+        request = urllib.request.Request(
+            url, headers={"Authorization": "Basic " + base64.b64encode(b"ops:flower-pw").decode()}
+        )
         with urllib.request.urlopen(request, timeout=5) as resp:
             assert resp.status == 200 and b"Flower" in resp.read()
     finally:

@@ -29,8 +29,10 @@ PASSWORD = "operator-pass-9"
 @pytest.fixture
 def browser():
     if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's package (apt-get install chromium); "
-                    ".ci/services.sh does when apt can reach its mirror")
+        pytest.skip(
+            f"no Chromium at {CHROMIUM}: install Debian's package (apt-get install chromium); "
+            ".ci/services.sh does when apt can reach its mirror"
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -105,15 +107,21 @@ def test_operator_finds_inspects_and_retries_a_failed_job(monkeypatch, live_serv
             assert page.locator("#ocr-region-list .ocr-region").count() == expected
             image_box = page.locator("#ocr-page-image").bounding_box()
             overlay_box = page.locator("#ocr-overlay").bounding_box()
-            assert abs(image_box["width"] - overlay_box["width"]) < 2 and abs(image_box["height"] - overlay_box["height"]) < 2
+            assert (
+                abs(image_box["width"] - overlay_box["width"]) < 2
+                and abs(image_box["height"] - overlay_box["height"]) < 2
+            )
             if index == 0:
                 assert "quick brown dog" in page.inner_text("#ocr-region-list").lower()
                 shot(page, "page-overlay")
 
         # A direct POST to the delete view, with a valid CSRF token, is still refused.
         token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
-        refused = page.request.post(f"{base}/admin/jobs/job/{job.pk}/delete/", form={"post": "yes"},
-                                    headers={"X-CSRFToken": token, "Referer": f"{base}/admin/"})
+        refused = page.request.post(
+            f"{base}/admin/jobs/job/{job.pk}/delete/",
+            form={"post": "yes"},
+            headers={"X-CSRFToken": token, "Referer": f"{base}/admin/"},
+        )
         assert refused.status == 403 and "CSRF" not in refused.text()
         assert Job.objects.filter(pk=job.pk).exists()
 

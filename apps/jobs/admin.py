@@ -130,7 +130,14 @@ class JobChangeList(ChangeList):
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     list_display = (
-        "short_id", "filename", "owner_tenant", "status_badge", "progress", "engine", "duration", "created_at",
+        "short_id",
+        "filename",
+        "owner_tenant",
+        "status_badge",
+        "progress",
+        "engine",
+        "duration",
+        "created_at",
         "error_code",
     )
     list_display_links = ("short_id", "filename")
@@ -149,8 +156,10 @@ class JobAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("id", "filename", "status", "owner", "tenant", "engine", "attempt", "options")}),
         ("Input", {"fields": ("kind", "sha256", "size_bytes", "page_count", "source_file")}),
-        ("Progress", {"fields": ("pages_done", "pages_failed", "created_at", "started_at", "finished_at",
-                                 "updated_at")}),
+        (
+            "Progress",
+            {"fields": ("pages_done", "pages_failed", "created_at", "started_at", "finished_at", "updated_at")},
+        ),
         ("Error", {"fields": ("error_code", "error_message")}),
     )
 
@@ -197,8 +206,9 @@ class JobAdmin(admin.ModelAdmin):
         # Through the permission-checked download view, never a raw MEDIA_URL (storage may be private).
         if not job.source:
             return "purged"
-        return format_html('<a href="{}">{}</a>', reverse("admin:jobs_job_download", args=[job.pk, "source"]),
-                           job.source.name)
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:jobs_job_download", args=[job.pk, "source"]), job.source.name
+        )
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, job: Job) -> str:
@@ -214,7 +224,13 @@ class JobAdmin(admin.ModelAdmin):
         return format_html(
             '<span class="ocr-progress" title="{} done, {} failed of {}">'
             '<span class="ok" style="width:{}%"></span><span class="bad" style="width:{}%"></span></span> {}/{}',
-            job.pages_done, job.pages_failed, total, pct - bad, bad, job.pages_done, total,
+            job.pages_done,
+            job.pages_failed,
+            total,
+            pct - bad,
+            bad,
+            job.pages_done,
+            total,
         )
 
     @admin.display(description="duration", ordering="duration")
@@ -264,9 +280,7 @@ class JobAdmin(admin.ModelAdmin):
 
     def _job_context(self, request, job: Job) -> dict:
         events = list(job.events.select_related("page").order_by("started_at", "id")[: TIMELINE_LIMIT + 1])
-        pages = list(
-            job.pages.order_by("index").annotate(n_regions=Count("regions"))[: THUMBNAIL_LIMIT + 1]
-        )
+        pages = list(job.pages.order_by("index").annotate(n_regions=Count("regions"))[: THUMBNAIL_LIMIT + 1])
         markdown = console.read_result(job, "markdown")
         json_doc = console.read_result(job, "json")
         return {
@@ -414,4 +428,3 @@ class StageEventAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False  # the timeline is a record, not a draft
-

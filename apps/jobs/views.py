@@ -22,8 +22,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
             response["WWW-Authenticate"] = 'Bearer realm="metrics"'
             return response
     elif not _is_loopback(request.META.get("REMOTE_ADDR", "")):
-        return HttpResponse("metrics answer loopback clients only; set METRICS_TOKEN\n", status=403,
-                            content_type="text/plain")
+        return HttpResponse(
+            "metrics answer loopback clients only; set METRICS_TOKEN\n", status=403, content_type="text/plain"
+        )
     return ExportToDjangoView(request)
 
 

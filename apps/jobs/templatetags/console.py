@@ -17,5 +17,7 @@ def console_dashboard(context) -> dict:
     if request is None or not request.user.has_perm("jobs.view_job"):
         return {"visible": False}
     stats = monitoring.dashboard()
-    stats["by_status"] = [(value, label, n, STATUS_COLOURS.get(value, "#6c757d")) for value, label, n in stats["by_status"]]
+    stats["by_status"] = [
+        (value, label, n, STATUS_COLOURS.get(value, "#6c757d")) for value, label, n in stats["by_status"]
+    ]
     return {"visible": True, "stats": stats, "flower_url": settings.FLOWER_URL}
