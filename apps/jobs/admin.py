@@ -137,10 +137,12 @@ class JobAdmin(admin.ModelAdmin):
         "progress",
         "engine",
         "duration",
-        "created_at",
         "error_code",
+        "created_at",
     )
     list_display_links = ("short_id", "filename")
+    # Facet counts are one COUNT per filter choice over the whole table: too dear at 100k+ jobs.
+    show_facets = admin.ShowFacets.NEVER
     list_filter = ("status", ("owner", admin.RelatedFieldListFilter), "engine", "created_at", HasErrorFilter)
     search_fields = ("id", "filename", "sha256")
     search_help_text = "A job id or sha256 (exact), or part of a filename."
@@ -395,6 +397,7 @@ class PageAdmin(admin.ModelAdmin):
     list_select_related = ("job",)
     raw_id_fields = ("job",)
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
     paginator = console.CappedCountPaginator
 
     def has_add_permission(self, request):
@@ -408,6 +411,7 @@ class RegionAdmin(admin.ModelAdmin):
     list_select_related = ("page",)
     raw_id_fields = ("page",)
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
     paginator = console.CappedCountPaginator
 
     def has_add_permission(self, request):
@@ -421,6 +425,7 @@ class StageEventAdmin(admin.ModelAdmin):
     list_select_related = ("job",)
     raw_id_fields = ("job", "page")
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
     paginator = console.CappedCountPaginator
 
     def has_add_permission(self, request):
