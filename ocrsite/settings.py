@@ -253,6 +253,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema and Swagger UI need credentials like every endpoint but the probes.
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # Separate request components, so an upload's `file` is `format: binary` (a file part), not
+    # the `uri` its response form would be: generated clients and fuzzers then send real files.
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # --- Perimeter: throttles, quotas, backpressure, identity, transport ---------------------------
