@@ -6,11 +6,18 @@ safe to run twice: the pipeline functions claim their rows by compare-and-set.
 
 from __future__ import annotations
 
-from celery import Task
+import logging
 
-from apps.jobs import pipeline
+from celery import Task
+from django.conf import settings
+
+from apps.jobs import dispatch, pipeline
 from ocrsite.celery import app
+from workers import batching
+from workers.batching import Collector
 from workers.engines.base import EngineError
+
+log = logging.getLogger(__name__)
 
 
 class PipelineTask(Task):
@@ -33,10 +40,18 @@ def ingest(job_id: str) -> None:
     pipeline.ingest(job_id)
 
 
-@app.task(base=PipelineTask, name="workers.detect_layout")
-def detect_layout(page_ids: list[int]) -> None:
-    """One batched layout pass over up to LAYOUT_BATCH pages."""
-    pipeline.detect_layout(page_ids)
+@app.task(base=Collector, name="workers.detect_layout", flush_every=settings.OCR_LAYOUT_BATCH,
+          window_s=settings.OCR_BATCH_WINDOW_MS / 1000)
+def detect_layout(requests: list) -> None:
+    """Pages collected from any jobs (one message each) for at most OCR_BATCH_WINDOW_MS, up to
+    OCR_LAYOUT_BATCH of them, in one layout pass. Messages are acked after the pass; a transient
+    engine error re-sends the pages with backoff (see workers.batching)."""
+    for chunk in batching.chunked(batching.page_ids_of(requests), settings.OCR_LAYOUT_BATCH):
+        try:
+            pipeline.detect_layout(chunk)
+        except (EngineError, ConnectionError, TimeoutError) as exc:
+            log.warning("layout pass over %d pages failed (%s); sending them again", len(chunk), exc)
+            dispatch.detect_layout(chunk, countdown=batching.backoff_s(1))
 
 
 @app.task(base=PipelineTask, name="workers.recognize")

@@ -1,0 +1,124 @@
+"""The layout collector: pages from any jobs merged into one forward pass.
+
+Built on celery-batches: messages for the batched task are buffered in the worker's consumer
+and flushed to the pool when ``flush_every`` messages have arrived or the first of them has
+waited ``window_s``, whichever is first. One message carries one page (dispatch sends them that
+way), so a pass is at most OCR_LAYOUT_BATCH pages, and a page that arrives alone waits
+OCR_BATCH_WINDOW_MS (plus one timer tick, a tenth of that) before its pass starts.
+
+Why celery-batches rather than our own consumer: it keeps Celery's delivery guarantees. With
+``acks_late`` the buffered messages stay unacknowledged until the batch has run, so a worker
+that dies mid-batch has its pages delivered again (and the pipeline's compare-and-set claim
+keeps a redelivery harmless). Two things it leaves to us, handled here:
+
+- Prefetch. Unacked messages count against the consumer's prefetch limit, and the platform
+  runs GPU queues with ``prefetch_multiplier=1``: a one-process layout worker would only ever
+  hold one message, i.e. batches of one. ``Strategy`` raises the consumer's prefetch to two
+  batches, so the next batch fills while the current one runs on the GPU.
+- Retries. A batch task has no per-message ``retry``; a transient engine error (the pipeline
+  has already handed the claims back) re-sends the pages with exponential backoff instead.
+  Attempts are counted on the page rows, so this cannot loop forever.
+
+The batch runs in the pool without Celery's per-task time limits (celery-batches calls the
+pool directly); the sweep's stale-claim rule is the backstop for a hung pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Iterable, Sequence
+from queue import Queue
+from typing import Any
+
+from celery_batches import Batches
+
+log = logging.getLogger(__name__)
+
+
+class _StampedQueue(Queue):
+    """The consumer's buffer, remembering when its oldest message arrived (under its lock)."""
+
+    def _init(self, maxsize: int) -> None:
+        super()._init(maxsize)
+        self.first_at: float | None = None
+
+    def _put(self, item: Any) -> None:
+        if not self.queue:
+            self.first_at = time.monotonic()
+        super()._put(item)
+
+    def _get(self) -> Any:
+        item = super()._get()
+        if not self.queue:
+            self.first_at = None
+        return item
+
+
+class Collector(Batches):
+    """Base for batched tasks: set ``flush_every`` (pages) and ``window_s``, and ``run``.
+
+    celery-batches' own timer flushes every ``flush_interval`` whatever the buffer holds, so a
+    batch that started filling just before a tick leaves half empty. Here the timer only ticks
+    (every window/10) and a flush happens when the batch is full or its *first* message has
+    waited ``window_s``: under a burst batches leave full, and a lone page waits the window
+    (plus at most one tick).
+    """
+
+    abstract = True
+    acks_late = True
+    ignore_result = True
+    window_s = 0.1
+    # Batches of this many consumed while the next fills: prefetch = prefetch_depth × flush_every.
+    prefetch_depth = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._buffer = _StampedQueue()
+        self.flush_interval = max(0.002, self.window_s / 10)
+
+    def _do_flush(self) -> None:
+        first = self._buffer.first_at
+        if first is not None and self._buffer.qsize() < self.flush_every and time.monotonic() - first < self.window_s:
+            return  # the window is open and the batch not full yet
+        super()._do_flush()
+
+    def Strategy(self, task: Any, app: Any, consumer: Any):  # noqa: N802 (Celery's name)
+        handler = super().Strategy(task, app, consumer)
+        if consumer.initial_prefetch_count:  # 0 means unlimited: nothing to raise
+            procs = max(1, getattr(consumer.pool, "num_processes", 1) or 1)
+            need = self.prefetch_depth * int(self.flush_every)
+            multiplier = max(consumer.prefetch_multiplier, math.ceil(need / procs))
+            if multiplier != consumer.prefetch_multiplier:
+                # Both: initial_prefetch_count is applied now; prefetch_multiplier is what the
+                # consumer restores to after a broker reconnect.
+                consumer.prefetch_multiplier = multiplier
+                consumer.initial_prefetch_count = max(consumer.initial_prefetch_count, multiplier * procs)
+                log.info("%s: prefetch raised to %d so a batch of %d can fill", self.name,
+                         consumer.initial_prefetch_count, self.flush_every)
+        return handler
+
+
+def page_ids_of(requests: Iterable[Any]) -> list[int]:
+    """The page ids carried by a flush's requests, first-seen order, duplicates dropped.
+
+    A message is ``detect_layout(page_ids)``; older messages may carry several ids."""
+    seen: dict[int, None] = {}
+    for request in requests:
+        args = request.args or ()
+        ids = args[0] if args else request.kwargs.get("page_ids", [])
+        for page_id in ids if isinstance(ids, list | tuple) else [ids]:
+            seen.setdefault(int(page_id), None)
+    return list(seen)
+
+
+def chunked(ids: Sequence[int], size: int) -> list[list[int]]:
+    size = max(1, size)
+    return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
+
+
+def backoff_s(attempt: int, base: float = 2.0, cap: float = 120.0) -> float:
+    """Full jitter, like ``PipelineTask``'s retry_backoff."""
+    return random.uniform(0, min(cap, base * 2 ** max(0, attempt)))
