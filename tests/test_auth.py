@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -210,3 +211,13 @@ def test_api_key_is_stored_hashed_and_shown_by_prefix(admin_client):
     resp = admin_client.post(change, {"name": "from admin", "tenant": "admin-made", "revoked": "on"})
     assert resp.status_code == 302, resp.content[:500]
     assert key_client(shown).get("/api/v1/jobs").status_code == 401
+
+
+@pytest.mark.django_db(transaction=True)
+def test_create_api_key_command_prints_a_working_key_once():
+    out, err = io.StringIO(), io.StringIO()
+    call_command("create_api_key", "cli-tenant", stdout=out, stderr=err)
+    raw = out.getvalue().strip()
+    assert raw.split(".")[0] in err.getvalue() and raw not in err.getvalue()
+    resp = key_client(raw, header="authorization").get("/api/v1/jobs")
+    assert resp.status_code == 200
