@@ -7,6 +7,7 @@ The browser walk-through is tests/test_console_browser.py.
 from __future__ import annotations
 
 import base64
+import importlib
 import io
 import json
 import os
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.files.base import ContentFile
@@ -71,9 +73,20 @@ def wait_status(job_id, statuses, timeout: float = 180, worker=None) -> Job:
     raise AssertionError(f"job {job_id} is {Job.objects.get(pk=job_id).status}, not {statuses}\n{tail}")
 
 
+def operators_group() -> Group:
+    """The group migration 0003 creates. A transactional test's flush empties every table, the
+    migration's rows too, so later tests get it back from the migration's own function."""
+    group = Group.objects.filter(name="Operators").first()
+    if group is None:
+        migration = importlib.import_module("apps.jobs.migrations.0003_operators_group")
+        migration.create_operators(django_apps, None)
+        group = Group.objects.get(name="Operators")
+    return group
+
+
 def make_operator(password: str = "op-pass-123"):
     user = get_user_model().objects.create_user(username=f"op-{uuid.uuid4().hex[:6]}", password=password, is_staff=True)
-    user.groups.add(Group.objects.get(name="Operators"))
+    user.groups.add(operators_group())
     return user
 
 
@@ -113,11 +126,15 @@ def workers_of_our_own() -> Iterator[None]:
     """Pause the consumers of any worker already running (the session's shared one, if an earlier
     test started it) so that only the workers this test starts, with the environment it chose,
     take its messages; give each its queues back afterwards. Nothing running: nothing to pause."""
-    running = celery_app.control.inspect(timeout=1).active_queues() or {}
+    running = celery_app.control.inspect(timeout=3).active_queues() or {}
     paused = {name: [q["name"] for q in queues] for name, queues in running.items()}
     for name, queues in paused.items():
         for queue in queues:
             celery_app.control.cancel_consumer(queue, destination=[name], reply=True, timeout=5)
+    if paused:  # each paused worker must say it consumes nothing before our messages go out
+        deadline = time.monotonic() + 15
+        while any((celery_app.control.inspect(destination=list(paused), timeout=2).active_queues() or {}).values()):
+            assert time.monotonic() < deadline, f"workers {list(paused)} still consume"
     try:
         yield
     finally:
@@ -276,6 +293,20 @@ def stored_job(
                 flags=["loop-cut"] if r == 1 else [],
             )
     return job
+
+
+@pytest.mark.django_db
+def test_migration_creates_the_operators_group():
+    group = Group.objects.get(name="Operators")
+    perms = {f"{p.content_type.app_label}.{p.codename}" for p in group.permissions.select_related("content_type")}
+    assert perms == {
+        "jobs.view_job",
+        "jobs.view_page",
+        "jobs.view_region",
+        "jobs.view_stageevent",
+        "jobs.retry_job",
+        "jobs.cancel_job",
+    }
 
 
 @pytest.mark.django_db
