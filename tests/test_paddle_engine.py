@@ -3,8 +3,8 @@
 PaddleOCR's models cannot run here (no GPU, no model hub), so the conversion and label mapping
 are tested on result structures shaped exactly as PaddleOCR 3.x's ``LayoutDetection.predict``
 returns them (``res.json`` → ``{"res": {"input_path", "page_index", "boxes": [{"cls_id",
-"label", "score", "coordinate", "order", "polygon_points"}]}}``; PP-DocLayout_plus-L has no
-``order`` nor ``polygon_points``). The model itself runs in ``test_real_model_on_gpu`` when
+"label", "score", "coordinate", "order", "polygon_points"}]}}``, checked against PaddleX 3.7.2's
+``layout_analysis/processors.py``; PP-DocLayout_plus-L has no ``polygon_points``). The model itself runs in ``test_real_model_on_gpu`` when
 OCR_PADDLE_MODEL_DIR points at weights (marked ``gpu``, skipped otherwise).
 """
 
@@ -68,13 +68,25 @@ def test_v3_result_converts_with_order_polygons_and_our_labels():
     assert boxes[1].polygon == ((120.0, 600.0), (540.0, 610.0), (540.0, 900.0), (120.0, 890.0))
 
 
-def test_result_object_with_json_property_is_read():
-    """PaddleOCR hands back result objects whose ``.json`` is the dict above."""
+def test_result_object_as_paddlex_builds_it_is_read():
+    """``predict`` yields LayoutAnalysisResult objects: dicts holding ``input_img`` and
+    ``boxes`` whose ``coordinate`` are ints and ``polygon_points`` numpy arrays (PaddleX 3.7
+    ``restructured_boxes``); ``.json`` is ``{"res": ...}`` with lists. Both forms convert."""
 
-    class Result:
-        json = V3_RESULT
+    class LayoutAnalysisResult(dict):
+        @property
+        def json(self):
+            return {"res": {k: v for k, v in self.items() if k != "input_img"}}
 
-    assert len(paddle.boxes_from_result(Result())) == 7
+    raw = LayoutAnalysisResult(
+        input_path=None, page_index=None, input_img=np.zeros((1600, 1100, 3), np.uint8),
+        boxes=[{"cls_id": 22, "label": "text", "score": 0.97, "coordinate": [120, 180, 540, 560], "order": 1,
+                "polygon_points": np.array([[120, 180], [540, 180], [540, 560], [120, 560]])}],
+    )
+    (box,) = paddle.boxes_from_result(raw)
+    assert box.bbox == (120.0, 180.0, 540.0, 560.0) and box.order == 1
+    assert box.polygon == ((120.0, 180.0), (540.0, 180.0), (540.0, 560.0), (120.0, 560.0))
+    assert paddle.boxes_from_result(raw.json) == [box]
     assert len(paddle.boxes_from_result(V3_RESULT["res"])) == 7
 
 
