@@ -165,32 +165,27 @@ class PipelineCollector:
         completed = CounterMetricFamily("ocr_jobs_completed", "Jobs finished successfully", labels=["engine"])
         cancelled = CounterMetricFamily("ocr_jobs_cancelled", "Jobs cancelled", labels=["engine"])
         current = GaugeMetricFamily("ocr_jobs", "Jobs now in each status", labels=["status"])
-        by_engine = (
-            Job.objects.order_by()
-            .values("engine")
-            .annotate(
-                total=Count("id"),
-                done=Count("id", filter=Q(status=Job.Status.DONE)),
-                cancelled=Count("id", filter=Q(status=Job.Status.CANCELLED)),
-            )
-        )
-        for row in by_engine:
-            submitted.add_metric([row["engine"]], row["total"])
-            completed.add_metric([row["engine"]], row["done"])
-            cancelled.add_metric([row["engine"]], row["cancelled"])
-        yield from (submitted, completed, cancelled)
-
-        statuses = dict(Job.objects.order_by().values_list("status").annotate(n=Count("id")))
-        for status in Job.Status:
-            current.add_metric([status.value], statuses.get(status.value, 0))
-        yield current
-
         failed = CounterMetricFamily("ocr_jobs_failed", "Jobs failed, by error code", labels=["error_code"])
-        for code, n in (
-            Job.objects.filter(status=Job.Status.FAILED).order_by().values_list("error_code").annotate(n=Count("id"))
+        # One pass over the jobs table; every job series is folded from its rows here.
+        totals: dict[str, dict[str, int]] = {"submitted": {}, "done": {}, "cancelled": {}, "status": {}, "failed": {}}
+        for engine, status, code, n in (
+            Job.objects.order_by().values_list("engine", "status", "error_code").annotate(n=Count("id"))
         ):
-            failed.add_metric([code or "unknown"], n)
-        yield failed
+            for key, label in (("submitted", engine), ("status", status)):
+                totals[key][label] = totals[key].get(label, 0) + n
+            if status in (Job.Status.DONE, Job.Status.CANCELLED):
+                totals[status][engine] = totals[status].get(engine, 0) + n
+            elif status == Job.Status.FAILED:
+                totals["failed"][code or "unknown"] = totals["failed"].get(code or "unknown", 0) + n
+        for engine, n in totals["submitted"].items():
+            submitted.add_metric([engine], n)
+            completed.add_metric([engine], totals["done"].get(engine, 0))
+            cancelled.add_metric([engine], totals["cancelled"].get(engine, 0))
+        for status in Job.Status:
+            current.add_metric([status.value], totals["status"].get(status.value, 0))
+        for code, n in totals["failed"].items():
+            failed.add_metric([code], n)
+        yield from (submitted, completed, cancelled, current, failed)
 
         processed = CounterMetricFamily("ocr_pages_processed", "Pages finished", labels=["engine", "source"])
         pages_failed = CounterMetricFamily("ocr_pages_failed", "Pages failed", labels=["engine", "source"])
