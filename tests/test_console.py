@@ -440,6 +440,7 @@ def test_changelist_filters_search_and_dashboard():
     assert listed("?status__exact=failed") == {failed.pk}
     assert listed("?has_error=yes") == {failed.pk}
     assert listed("?has_error=no") == {done.pk}
+    assert listed("?status__exact=failed&error_code=engine:boom") == {failed.pk}  # the dashboard's links
     assert listed(f"?owner__id__exact={operator.pk}") == {failed.pk}
     assert listed("?engine__exact=cpu") == {failed.pk, done.pk}
     assert listed(f"?q={failed.pk}") == {failed.pk}

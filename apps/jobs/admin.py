@@ -251,8 +251,10 @@ class JobAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False  # jobs arrive through the API
 
+    def has_change_permission(self, request, obj=None):
+        return False  # nobody edits a job's fields by hand: status moves only through services
+
     def get_readonly_fields(self, request, obj=None):
-        # Nobody edits a job's fields by hand: status moves only through services.
         return [f for fs in self.fieldsets for f in fs[1]["fields"]]
 
     def has_retry_permission(self, request):
