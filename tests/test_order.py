@@ -60,6 +60,13 @@ def test_loose_boxes_that_overlap_a_little_still_split():
     assert reading_order(boxes) == [0, 2, 1, 3]
 
 
+def test_loose_stacked_boxes_read_top_to_bottom():
+    """A title box whose bottom runs into the paragraph below it (no gap) still comes first,
+    even though the paragraph starts further left."""
+    boxes = [(30, 60, 950, 300), (60, 10, 900, 75)]
+    assert reading_order(boxes) == [1, 0]
+
+
 def test_same_row_without_any_gap_reads_left_to_right():
     boxes = [(500, 100, 900, 160), (100, 105, 520, 160)]
     assert reading_order(boxes) == [1, 0]

@@ -32,20 +32,25 @@ def _cut(idxs: list[int], boxes: Sequence[Box], min_gap: float) -> list[int]:
 
 
 def _rows_then_columns(idxs: list[int], boxes: Sequence[Box]) -> list[int]:
-    """Boxes that no gap separates: rows top to bottom, each left to right. Boxes share a row
-    when they overlap vertically by half the shorter one's height, so a box that starts a few
-    pixels lower than its left neighbour is still read after it."""
+    """Boxes that no gap separates: rows top to bottom, each left to right.
+
+    Boxes side by side (overlapping vertically by half the shorter one's height, horizontally by
+    less than half the narrower one's width) share a row, so a box that starts a few pixels lower
+    than its left neighbour is still read after it; loose boxes stacked on each other are read
+    top to bottom.
+    """
+    def side_by_side(a: int, b: int) -> bool:
+        (ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1) = boxes[a][:4], boxes[b][:4]
+        v = min(ay1, by1) - max(ay0, by0)
+        h = min(ax1, bx1) - max(ax0, bx0)
+        return v >= 0.5 * min(ay1 - ay0, by1 - by0) and h < 0.5 * min(ax1 - ax0, bx1 - bx0)
+
     rows: list[list[int]] = []
-    for i in sorted(idxs, key=lambda i: (boxes[i][1] + boxes[i][3]) / 2):
-        y0, y1 = boxes[i][1], boxes[i][3]
-        if rows:
-            last = rows[-1]
-            ry0, ry1 = min(boxes[j][1] for j in last), max(boxes[j][3] for j in last)
-            overlap = min(y1, ry1) - max(y0, ry0)
-            if overlap >= 0.5 * min(y1 - y0, ry1 - ry0):
-                last.append(i)
-                continue
-        rows.append([i])
+    for i in sorted(idxs, key=lambda i: (boxes[i][1], boxes[i][0])):
+        if rows and all(side_by_side(i, j) for j in rows[-1]):
+            rows[-1].append(i)
+        else:
+            rows.append([i])
     return [i for row in rows for i in sorted(row, key=lambda i: boxes[i][0])]
 
 
