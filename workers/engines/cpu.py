@@ -134,21 +134,26 @@ class RapidOcrRecognizer:
         return recognition
 
 
+_NOT_TEXT_HOLDERS = frozenset({"figure"})
+
+
 def assign_lines(lines: Sequence[TextLine], regions: Sequence[LayoutBox]) -> Recognition:
     """Give each line to the region that holds most of it; group the rest into new regions.
 
     Figures are not text containers: a line over a figure goes to a text region if one holds it,
     else it becomes part of an extra region, so words printed inside a chart are kept.
     """
-    boxes = [r.bbox for r in regions]
+    # The Markdown shows a figure as a placeholder, so text given to a figure would be lost there.
+    holders = [i for i, r in enumerate(regions) if r.label not in _NOT_TEXT_HOLDERS]
+    boxes = [regions[i].bbox for i in holders]
     buckets: list[list[TextLine]] = [[] for _ in regions]
     orphans: list[TextLine] = []
     for line in lines:
-        i = best_container(line.bbox, boxes)
-        if i is None:
+        k = best_container(line.bbox, boxes)
+        if k is None:
             orphans.append(line)
         else:
-            buckets[i].append(line)
+            buckets[holders[k]].append(line)
     texts = [_join(bucket) for bucket in buckets]
     extra = [
         (LayoutBox(label="text", bbox=union_box(l.bbox for l in group), score=0.0), _join(group, ("outside-layout",)))
