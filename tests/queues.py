@@ -37,8 +37,9 @@ class Broker:
             if predicate():
                 return
             time.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}; queues {self.lengths()}, "
-                             f"unacked {self.unacked()}")
+        raise AssertionError(
+            f"timed out after {timeout}s waiting for {what}; queues {self.lengths()}, unacked {self.unacked()}"
+        )
 
     def drained(self, *queues: str) -> bool:
         """``queues`` (default: all) empty and no message held by a worker, three polls running:

@@ -99,8 +99,10 @@ def test_list_filters_by_status_and_pages(api, user):
     """Rows made directly: listing is a query over jobs, whichever way they got there."""
     page_size = settings.REST_FRAMEWORK["PAGE_SIZE"]
     statuses = ["done"] * (page_size - 1) + ["failed", "queued", "cancelled"]
-    mine = [Job.objects.create(tenant=user.username, owner=user, kind="pdf", sha256="0" * 64, status=s,
-                               filename=f"{i}.pdf") for i, s in enumerate(statuses)]
+    mine = [
+        Job.objects.create(tenant=user.username, owner=user, kind="pdf", sha256="0" * 64, status=s, filename=f"{i}.pdf")
+        for i, s in enumerate(statuses)
+    ]
     Job.objects.create(tenant="someone-else", kind="pdf", sha256="0" * 64, status="done")
 
     first = api.get("/api/v1/jobs").json()

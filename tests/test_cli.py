@@ -25,8 +25,9 @@ def var_dir(tmp_path_factory) -> Path:
 def ocr(var_dir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in SUITE_ONLY}
     env["OCR_VAR_DIR"] = str(var_dir)
-    return subprocess.run([sys.executable, "manage.py", "ocr", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "manage.py", "ocr", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_scan_prints_markdown(var_dir):

@@ -55,8 +55,9 @@ def test_every_stage_delivered_twice_counts_once(api, broker):
         current_app.send_task("workers.detect_layout", [[page.pk]])
 
         hold.resume("layout")
-        broker.wait_for(lambda: broker.lengths()["ocr"] >= 1 and broker.drained("cpu", "layout"),
-                        what="both layout passes")
+        broker.wait_for(
+            lambda: broker.lengths()["ocr"] >= 1 and broker.drained("cpu", "layout"), what="both layout passes"
+        )
         assert broker.lengths()["ocr"] == 1, "two layout passes both sent the page on to recognition"
         page.refresh_from_db()
         assert page.status == Page.Status.DETECTED
@@ -104,8 +105,12 @@ def test_sweep_requeues_a_claim_whose_worker_died(api, broker):
         # Play the dead worker: it took the message (gone from the queue) and claimed the page.
         assert broker.redis.delete("layout") == 1
         long_ago = timezone.now() - timedelta(seconds=settings.OCR_STALE_AFTER + 60)
-        assert Page.objects.filter(job_id=job_id, status=Page.Status.QUEUED).update(
-            status=Page.Status.DETECTING, claimed_at=long_ago, updated_at=long_ago, attempts=1) == 1
+        assert (
+            Page.objects.filter(job_id=job_id, status=Page.Status.QUEUED).update(
+                status=Page.Status.DETECTING, claimed_at=long_ago, updated_at=long_ago, attempts=1
+            )
+            == 1
+        )
         counts = pipeline.sweep()
         assert counts["released_detecting"] == 1 and counts["layout"] >= 1, counts
         assert broker.lengths()["layout"] == 1

@@ -47,10 +47,13 @@ def test_words_printed_over_a_figure_are_kept_as_text():
     got = assign_lines(lines, regions)
     assert [t.text for t in got.texts] == ["", "Figure 1: sales"]
     assert [t.text for _, t in got.extra] == ["Revenue 2024"]
-    page = {"index": 0, "regions": [
-        {"order": 0, "label": "figure", "text": ""},
-        {"order": 1, "label": "figure_caption", "text": "Figure 1: sales"},
-        {"order": 2, "label": "text", "text": "Revenue 2024", "flags": ["outside-layout"]},
-    ]}
+    page = {
+        "index": 0,
+        "regions": [
+            {"order": 0, "label": "figure", "text": ""},
+            {"order": 1, "label": "figure_caption", "text": "Figure 1: sales"},
+            {"order": 2, "label": "text", "text": "Revenue 2024", "flags": ["outside-layout"]},
+        ],
+    }
     markdown = to_markdown([page])
     assert "![Figure 1: sales](#page-1-region-0)" in markdown and "Revenue 2024" in markdown

@@ -87,7 +87,9 @@ def test_rasterised_born_digital_pages_through_ocr(api, worker, tmp_path):
         text = json_text(result)
         score = word_scores(text, reference)
         md_score = word_scores(strip_markdown(markdown), reference)
-        print(f"multi_page.pdf page {i + 1} at {RASTER_DPI} dpi, OCR: JSON F1 {score.f1:.4f}, Markdown F1 {md_score.f1:.4f}")
+        print(
+            f"multi_page.pdf page {i + 1} at {RASTER_DPI} dpi, OCR: JSON F1 {score.f1:.4f}, Markdown F1 {md_score.f1:.4f}"
+        )
         assert score.f1 >= 0.95, (i, score)
         assert md_score.f1 >= 0.95, (i, md_score, markdown)
         read.append(text)

@@ -113,8 +113,11 @@ def test_oversized_body_stopped_while_streaming(api, redis_client, settings):
     """A body whose declared length passes the header check (the limit sits just under it, within
     the multipart slack) is stopped by the upload handler as the bytes arrive, not after."""
     settings.OCR_MAX_UPLOAD_BYTES = ELEVEN_MB - 16 * 1024
-    settings.FILE_UPLOAD_HANDLERS = [settings.FILE_UPLOAD_HANDLERS[0], f"{__name__}.CountingHandler",
-                                     *settings.FILE_UPLOAD_HANDLERS[1:]]
+    settings.FILE_UPLOAD_HANDLERS = [
+        settings.FILE_UPLOAD_HANDLERS[0],
+        f"{__name__}.CountingHandler",
+        *settings.FILE_UPLOAD_HANDLERS[1:],
+    ]
     CountingHandler.seen = 0
     with nothing_queued(redis_client):
         _refused(upload(api, "big.pdf", data=b"%PDF-1.7\n" + bytes(ELEVEN_MB)), 413, "input:too-large")

@@ -46,9 +46,13 @@ def s3_endpoint() -> Iterator[str]:
 
 
 def _client(endpoint: str):
-    return boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
-                        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
 
 
 def _files_under(root: Path) -> set[Path]:
@@ -57,16 +61,26 @@ def _files_under(root: Path) -> set[Path]:
 
 @pytest.mark.django_db(transaction=True)
 def test_job_through_s3_storage(api, start_worker, worker, redis_client, s3_endpoint):
-    env = {"OCR_STORAGE": "s3", "AWS_STORAGE_BUCKET_NAME": BUCKET, "AWS_S3_ENDPOINT_URL": s3_endpoint,
-           "AWS_S3_REGION_NAME": REGION, **CREDENTIALS}
+    env = {
+        "OCR_STORAGE": "s3",
+        "AWS_STORAGE_BUCKET_NAME": BUCKET,
+        "AWS_S3_ENDPOINT_URL": s3_endpoint,
+        "AWS_S3_REGION_NAME": REGION,
+        **CREDENTIALS,
+    }
     web_storage = {
         **settings.STORAGES,
         "default": {
             "BACKEND": "storages.backends.s3.S3Storage",
-            "OPTIONS": {"bucket_name": BUCKET, "endpoint_url": s3_endpoint, "region_name": REGION,
-                        "access_key": CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                        "secret_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"], "default_acl": None,
-                        "file_overwrite": True},
+            "OPTIONS": {
+                "bucket_name": BUCKET,
+                "endpoint_url": s3_endpoint,
+                "region_name": REGION,
+                "access_key": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                "secret_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                "default_acl": None,
+                "file_overwrite": True,
+            },
         },
     }
     broker = Broker(current_app, redis_client)

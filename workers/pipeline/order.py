@@ -39,6 +39,7 @@ def _rows_then_columns(idxs: list[int], boxes: Sequence[Box]) -> list[int]:
     than its left neighbour is still read after it; loose boxes stacked on each other are read
     top to bottom.
     """
+
     def side_by_side(a: int, b: int) -> bool:
         (ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1) = boxes[a][:4], boxes[b][:4]
         v = min(ay1, by1) - max(ay0, by0)
@@ -74,6 +75,7 @@ def _merge_column_bands(bands: list[list[int]], boxes: Sequence[Box], min_gap: f
 
 def _split(idxs: list[int], boxes: Sequence[Box], axis: int, min_gap: float) -> list[list[int]]:
     lo, hi = axis, axis + 2
+
     # Layout boxes are loose: forgive small overlaps between neighbours by shrinking each box.
     def span(i: int) -> tuple[float, float]:
         a, b = boxes[i][lo], boxes[i][hi]
