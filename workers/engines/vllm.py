@@ -25,12 +25,12 @@ import asyncio
 import base64
 import concurrent.futures
 import logging
+import math
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import cv2
 import httpx2
@@ -77,6 +77,15 @@ class _Answer:
     transient: bool = False
 
 
+@dataclass
+class _Shard:
+    client: openai.AsyncOpenAI
+    busy: int = 0
+
+
+SHARD = 8  # connections per HTTP pool
+
+
 class _Retryable(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -107,23 +116,36 @@ class VllmRecognizer:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-dispatch", daemon=True)
         self._thread.start()
-        self._client, self._slots = asyncio.run_coroutine_threadsafe(self._setup(), self._loop).result()
+        self._shards, self._slots = asyncio.run_coroutine_threadsafe(self._setup(), self._loop).result()
 
-    async def _setup(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+    async def _setup(self) -> tuple[list[_Shard], asyncio.Semaphore]:
+        """Clients whose pools add up to the bound. httpcore scans its whole pool for every
+        request (measured: the largest cost per request with 256 connections), so the pool is
+        split into shards of at most SHARD connections; a request takes the least busy shard,
+        which always has a free connection while fewer than ``bound`` requests are in flight."""
         bound = self.config.max_in_flight
-        http = httpx2.AsyncClient(
-            limits=httpx2.Limits(max_connections=bound, max_keepalive_connections=bound),
-            timeout=httpx2.Timeout(self.config.timeout_s, connect=self.config.connect_timeout_s),
-        )
-        # Retries are ours (backoff with jitter, stable codes), so the SDK's are off.
-        client = openai.AsyncOpenAI(
-            base_url=self.config.base_url, api_key=self.config.api_key, http_client=http, max_retries=0,
-            timeout=self.config.timeout_s,
-        )
-        return client, asyncio.Semaphore(bound)
+        count = max(1, math.ceil(bound / SHARD))
+        size = math.ceil(bound / count)
+        shards = []
+        for _ in range(count):
+            http = httpx2.AsyncClient(
+                limits=httpx2.Limits(max_connections=size, max_keepalive_connections=size),
+                timeout=httpx2.Timeout(self.config.timeout_s, connect=self.config.connect_timeout_s),
+            )
+            # Retries are ours (backoff with jitter, stable codes), so the SDK's are off.
+            client = openai.AsyncOpenAI(
+                base_url=self.config.base_url, api_key=self.config.api_key, http_client=http, max_retries=0,
+                timeout=self.config.timeout_s,
+            )
+            shards.append(_Shard(client))
+        return shards, asyncio.Semaphore(bound)
 
     def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._client.close(), self._loop).result(timeout=5)
+        async def close_all() -> None:
+            for shard in self._shards:
+                await shard.client.close()
+
+        asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(timeout=5)
         self._loop.call_soon_threadsafe(self._loop.stop)
 
     # --- the Recognizer protocol ---------------------------------------------------------------
@@ -234,24 +256,36 @@ class VllmRecognizer:
             raise
         finally:
             self.in_flight -= 1
-        choice = response.choices[0]
-        return _Answer(text=choice.message.content or "", finish_reason=choice.finish_reason,
+        try:
+            choice = response.json()["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise _Retryable("vllm:bad-response", f"unreadable completion: {exc}") from exc
+        return _Answer(text=text, finish_reason=choice.get("finish_reason"),
                        latency_ms=int((time.perf_counter() - started) * 1000))
 
-    async def _request(self, call: _Call) -> Any:
-        sampling = dict(self.profile.get("sampling", {}))
-        # OpenAI-standard parameters go as arguments; vLLM's own (skip_special_tokens,
-        # repetition_penalty, vllm_xargs) ride in the body.
-        return await self._client.chat.completions.create(
-            model=self.model,
-            messages=[{"role": "user", "content": [
+    async def _request(self, call: _Call) -> httpx2.Response:
+        """POST /chat/completions through the SDK's client (its auth, errors, status codes)
+        with a plain dict body and the raw response: the SDK's typed ``create`` walks the
+        whole payload to transform it and builds pydantic models of the answer, which was
+        measured at about half the dispatcher's CPU per region."""
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": call.image_url}},
                 {"type": "text", "text": call.prompt},
             ]}],
-            temperature=0.0,
-            max_tokens=self.max_tokens,
-            extra_body=sampling or None,
-        )
+            "temperature": 0.0,
+            "max_tokens": self.max_tokens,
+            # vLLM's own parameters (skip_special_tokens, repetition_penalty, vllm_xargs).
+            **self.profile.get("sampling", {}),
+        }
+        shard = min(self._shards, key=lambda s: s.busy)
+        shard.busy += 1
+        try:
+            return await shard.client.post("/chat/completions", cast_to=httpx2.Response, body=body)
+        finally:
+            shard.busy -= 1
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -272,9 +306,16 @@ class VllmRecognizer:
         image = _fit(image, self.profile["max_image_side"])
         fmt = self.profile["image_format"]
         ext, params, mime = {
-            "png": (".png", [cv2.IMWRITE_PNG_COMPRESSION, 1], "image/png"),
+            # RLE at level 1: scans are long runs of paper; measured ~20% faster and smaller
+            # than the default strategy on line crops.
+            "png": (".png", [cv2.IMWRITE_PNG_COMPRESSION, 1, cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE],
+                    "image/png"),
             "jpeg": (".jpg", [cv2.IMWRITE_JPEG_QUALITY, 92], "image/jpeg"),
         }[fmt]
+        if image.ndim == 3 and _is_gray(image):
+            # Most scans are gray in three channels: one channel encodes ~3× faster and sends a
+            # third of the bytes; the server's processor expands it back to RGB.
+            image = np.ascontiguousarray(image[:, :, 0])
         bgr = cv2.cvtColor(image, cv2.COLOR_RGB2BGR) if image.ndim == 3 else image
         ok, buf = cv2.imencode(ext, bgr, params)
         if not ok:
@@ -289,6 +330,13 @@ def _crop(image: np.ndarray, bbox: tuple[float, float, float, float], pad: int) 
     if x1 - x0 < 2 or y1 - y0 < 2:
         return None  # a degenerate box has nothing to read
     return image[y0:y1, x0:x1]
+
+
+def _is_gray(image: np.ndarray) -> bool:
+    sample = image[::7, ::7]  # a coloured crop shows it in a sparse sample; confirm on all pixels
+    if not (np.array_equal(sample[..., 0], sample[..., 1]) and np.array_equal(sample[..., 1], sample[..., 2])):
+        return False
+    return bool(np.array_equal(image[..., 0], image[..., 1]) and np.array_equal(image[..., 1], image[..., 2]))
 
 
 def _fit(image: np.ndarray, max_side: int) -> np.ndarray:
