@@ -160,8 +160,14 @@ def test_retry_redoes_only_the_failed_page_and_metrics_follow(start_worker, brok
     and the worker's JSON log lines carry job_id and page_id."""
     operator = make_operator()
     with workers_of_our_own():
-        failing = start_worker(env={"OCR_FAIL_PAGES": "2"}, name="console-failing")
+        # No worker consumes yet: the ingest message waits in the cpu queue, and /metrics sees it.
         job = submit_bytes(tiff_pages(3), "three-pages.tif", owner=operator)
+        waiting = scrape()
+        assert waiting[("ocr_queue_depth", (("queue", "cpu"),))] == 1
+        assert waiting[("ocr_queue_depth", (("queue", "layout"),))] == 0
+        assert waiting[("ocr_jobs", (("status", "queued"),))] == 1
+        assert waiting[("ocr_oldest_queued_age_seconds", (("queue", "cpu"),))] > 0
+        failing = start_worker(env={"OCR_FAIL_PAGES": "2"}, name="console-failing")
         job = wait_status(job.pk, {"failed", "done"}, worker=failing)
         failing.stop()
         assert job.status == "failed", failing.tail()
