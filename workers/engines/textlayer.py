@@ -105,11 +105,89 @@ def _tables(page: pymupdf.Page, config: TextLayerConfig, scale: float) -> list[t
         found = page.find_tables()
     except Exception:  # a malformed drawing stream must not fail the page; the text still comes out
         return []
-    return [
-        (_px(table.bbox, scale), table.to_markdown(clean=False).strip())
-        for table in found.tables
-        if table.row_count >= 2 and table.col_count >= 2
-    ]
+    words = page.get_text("words")
+    out = []
+    for table in found.tables:
+        if table.row_count < 2 or table.col_count < 2:
+            continue
+        rows = _table_rows(table, words)
+        if rows is None:
+            continue  # its words stay in ordinary text blocks
+        out.append((_px(table.bbox, scale), _markdown_table(rows)))
+    return out
+
+
+def _table_rows(table, words: list[tuple]) -> list[list[str]] | None:
+    """Cell texts built from the page's words, or None when the table would misquote the page.
+
+    find_tables' own cell text can split a word ("0.965" came out as "0965" and "."), so each
+    word of the text layer goes to the cell holding its centre instead. Where rulings mark only
+    every few rows (a statistics table ruled every five states), one detected row holds several
+    lines that line up across its cells: those become rows of their own. The table is used only
+    if its cells hold exactly the words printed inside it; otherwise the page keeps its text
+    blocks, so no word is lost or repeated.
+    """
+    inside = [w for w in words if _centre_in(w, table.bbox)]
+    placed: set[int] = set()
+    rows: list[list[str]] = []
+    for row in table.rows:
+        cells: list[list[tuple]] = []
+        for cell in row.cells:
+            held = []
+            if cell is not None:
+                for k, w in enumerate(inside):
+                    if k not in placed and _centre_in(w, cell):
+                        placed.add(k)
+                        held.append(w)
+            cells.append(held)
+        rows.extend(_split_stacked_rows(cells))
+    if len(placed) != len(inside) or not rows:
+        return None
+    return rows
+
+
+def _split_stacked_rows(cells: list[list[tuple]]) -> list[list[str]]:
+    bands = _line_bands([w for held in cells for w in held])
+    # A band is a real row when it crosses at least two cells; a cell whose text merely wraps
+    # has bands of its own that no other cell shares.
+    if len(bands) > 1 and all(sum(1 for held in cells if any(_in_band(w, b) for w in held)) >= 2 for b in bands):
+        return [[_cell_text([w for w in held if _in_band(w, b)]) for held in cells] for b in bands]
+    return [[_cell_text(held) for held in cells]]
+
+
+def _line_bands(words: list[tuple]) -> list[tuple[float, float]]:
+    """Vertical extents of the text lines among ``words``, top to bottom."""
+    bands: list[list[float]] = []
+    for w in sorted(words, key=lambda w: (w[1] + w[3]) / 2):
+        cy = (w[1] + w[3]) / 2
+        if bands and cy - bands[-1][1] < 0.5 * (w[3] - w[1]):
+            bands[-1][1] = max(bands[-1][1], w[3])
+            continue
+        bands.append([w[1], w[3]])
+    return [(b[0], b[1]) for b in bands]
+
+
+def _in_band(w: tuple, band: tuple[float, float]) -> bool:
+    return band[0] <= (w[1] + w[3]) / 2 <= band[1]
+
+
+def _cell_text(held: list[tuple]) -> str:
+    ordered = sorted(held, key=lambda w: (w[5], w[6], w[7]))  # block, line, word: the PDF's own order
+    return " ".join(w[4] for w in ordered).replace("|", "\\|")
+
+
+def _centre_in(w: tuple, box) -> bool:
+    x0, y0, x1, y1 = box
+    cx, cy = (w[0] + w[2]) / 2, (w[1] + w[3]) / 2
+    return x0 <= cx <= x1 and y0 <= cy <= y1
+
+
+def _markdown_table(rows: list[list[str]]) -> str:
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * width]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines)
 
 
 def _px(bbox, scale: float) -> tuple[float, float, float, float]:

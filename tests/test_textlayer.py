@@ -1,0 +1,52 @@
+"""The born-digital fast lane on every born-digital dev document: what it extracts is the page's
+own text layer, word for word, and tables come out as Markdown tables that quote the page."""
+
+from __future__ import annotations
+
+import pymupdf
+import pytest
+
+from tests.conftest import dev_file
+from workers.engines import textlayer
+from workers.pipeline.metrics import word_scores
+
+BORN_DIGITAL = [
+    "multi_page.pdf",
+    "code_and_formula.pdf",
+    "table_page_2305.03393v1-pg9.pdf",
+    "table_nics-background-checks-2015-11.pdf",
+]
+
+
+def _extract(name: str) -> list[tuple[pymupdf.Page, list]]:
+    doc = pymupdf.open(dev_file(name))
+    return [(page, textlayer.extract(page, 200, textlayer.TextLayerConfig())) for page in doc]
+
+
+@pytest.mark.parametrize("name", BORN_DIGITAL)
+def test_every_word_of_the_text_layer_once(name):
+    for page, regions in _extract(name):
+        assert textlayer.has_text_layer(page, 32)
+        got = "\n".join(text.text for _, text in regions)
+        score = word_scores(got, " ".join(w[4] for w in page.get_text("words")))
+        assert score.f1 >= 0.99, (name, page.number, score)
+
+
+def test_table_split_into_rows_where_rulings_group_five_states():
+    """The NICS table is ruled every five states; each state is a row of its own."""
+    [(_, regions)] = _extract("table_nics-background-checks-2015-11.pdf")
+    tables = [text.text for box, text in regions if box.label == "table"]
+    assert len(tables) == 1
+    rows = tables[0].splitlines()
+    assert rows[1].startswith("|---|")
+    assert "| Alabama | 18,870 | 23,022 | 22,650 | 859 |" in tables[0]
+    assert "| Alaska | 209 | 3,062 | 3,209 | 191 |" in tables[0]
+    assert sum(1 for r in rows if r.startswith("| Wyoming |")) == 1
+
+
+def test_table_cells_keep_decimal_numbers_whole():
+    """find_tables' own cell text splits "0.965" into "0965" and "."; the page's words do not."""
+    [(_, regions)] = _extract("table_page_2305.03393v1-pg9.pdf")
+    [table] = [text.text for box, text in regions if box.label == "table"]
+    assert "0.965" in table and "0965" not in table
+    assert table.splitlines()[0].startswith("| # enc-layers | # dec-layers | Language | TEDs |")
