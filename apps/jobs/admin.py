@@ -405,6 +405,9 @@ class PageAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_change_permission(self, request, obj=None):
+        return False  # written by the pipeline; a hand edit would disagree with the stored results
+
 
 @admin.register(Region)
 class RegionAdmin(admin.ModelAdmin):
@@ -418,6 +421,9 @@ class RegionAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+    def has_change_permission(self, request, obj=None):
+        return False  # written by the pipeline; a hand edit would disagree with the stored results
 
 
 @admin.register(StageEvent)

@@ -87,3 +87,18 @@ def console_date_hierarchy(cl) -> dict:
 
 def _ym(date: datetime.date) -> str:
     return capfirst(formats.date_format(date, "YEAR_MONTH_FORMAT"))
+
+
+@register.filter
+def age(seconds: float | None) -> str:
+    """12 s, 5 min, 3 h 20 min, 4 d: an age an operator reads at a glance."""
+    if seconds is None:
+        return "—"
+    seconds = float(seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
+    return f"{seconds / 86400:.0f} d"
