@@ -14,15 +14,19 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
+from celery import current_app
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from rest_framework.test import APIClient
 
 from apps.api.models import TenantAPIKey
+from tests.queues import QUEUES, Broker
 
 AUDIENCE = "ocr-api"
 
@@ -113,3 +117,29 @@ class Issuer:
         signing_input = f"{header}.{_b64(json.dumps(self.claims(tenant)).encode())}"
         signature = hmac.new(self.public_pem, signing_input.encode(), hashlib.sha256).digest()
         return f"{signing_input}.{_b64(signature)}"
+
+
+@contextmanager
+def queues_held(redis_client) -> Iterator[None]:
+    """Running workers, if any, take nothing while a test that only submits runs.
+
+    Without this, a worker left running by an earlier test would process these jobs during the
+    test, and a stage still in its transaction when the test's database flush truncates the
+    tables can deadlock with it. The held messages are consumed later and find no job row.
+    (tests.queues.Broker.paused insists on a running worker; these tests run without one too.)
+    """
+    control = current_app.control
+    replies = control.inspect(timeout=2).active_queues() or {}
+    taken = [(name, q["name"]) for name, queues in replies.items() for q in queues if q["name"] in QUEUES]
+    for name, queue in taken:
+        control.cancel_consumer(queue, destination=[name], reply=True, timeout=5)
+    try:
+        yield
+    finally:
+        for name, queue in taken:
+            control.add_consumer(queue, destination=[name], reply=True, timeout=5)
+
+
+def settle(redis_client, timeout: float = 180) -> None:
+    """Wait until the workers have finished everything sent (for tests that use the worker)."""
+    Broker(current_app, redis_client).wait_idle(timeout=timeout)

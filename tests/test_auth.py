@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 from apps.jobs.models import Job
 from tests.conftest import dev_file, upload, wait_for_job
 from tests.hostile.corpus import text_pdf
-from tests.perimeter import Issuer, bearer_client, key_client, new_key
+from tests.perimeter import Issuer, bearer_client, key_client, new_key, settle
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +36,13 @@ def oidc(issuer, settings) -> Issuer:
     for name, value in issuer.settings().items():
         setattr(settings, name, value)
     return issuer
+
+
+@pytest.fixture
+def settled(worker, redis_client, transactional_db):
+    """The worker, left idle after the test: nothing may still run when the database is flushed."""
+    yield worker
+    settle(redis_client)
 
 
 def _pdf(name: str = "doc.pdf") -> io.BytesIO:
@@ -79,7 +86,7 @@ def _done_and_active_jobs(client: APIClient) -> dict[str, str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_endpoint_refuses_each_bad_credential_then_serves_a_good_one(worker, oidc):
+def test_every_endpoint_refuses_each_bad_credential_then_serves_a_good_one(settled, oidc):
     tenant = f"acme-{uuid.uuid4().hex[:6]}"
     _, raw = new_key(tenant)
     revoked, revoked_raw = new_key(tenant)
@@ -132,7 +139,7 @@ def test_probes_need_no_credentials_even_with_bad_ones():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_tenants_see_only_their_own_jobs_on_every_endpoint(worker, oidc, api, user):
+def test_tenants_see_only_their_own_jobs_on_every_endpoint(settled, oidc, api, user):
     a, b = f"tenant-a-{uuid.uuid4().hex[:6]}", f"tenant-b-{uuid.uuid4().hex[:6]}"
     _, a_raw = new_key(a)
     a_key = key_client(a_raw)

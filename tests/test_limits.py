@@ -22,8 +22,14 @@ from apps.jobs import services
 from apps.jobs.models import Job
 from tests.conftest import dev_file, wait_for_job
 from tests.hostile.corpus import text_pdf
-from tests.perimeter import key_client, new_key
+from tests.perimeter import key_client, new_key, queues_held
 from tests.queues import Broker
+
+
+@pytest.fixture
+def held(redis_client):
+    with queues_held(redis_client):
+        yield
 
 
 def _tenant_client(prefix: str = "t"):
@@ -44,7 +50,7 @@ def _pdf_upload(client, pages: int = 1, text: str = "limits", **headers):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_submission_throttle_refuses_the_n_plus_first_per_tenant(settings):
+def test_submission_throttle_refuses_the_n_plus_first_per_tenant(settings, held):
     settings.OCR_RATE_SUBMISSIONS = "3/hour"
     tenant, client = _tenant_client()
     for i in range(3):
@@ -63,7 +69,7 @@ def test_submission_throttle_refuses_the_n_plus_first_per_tenant(settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_poll_throttle_is_separate_from_submissions(settings):
+def test_poll_throttle_is_separate_from_submissions(settings, held):
     settings.OCR_RATE_POLLS = "4/hour"
     _, client = _tenant_client()
     job = _pdf_upload(client).json()["id"]
@@ -77,7 +83,7 @@ def test_poll_throttle_is_separate_from_submissions(settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_daily_page_quota_counts_probed_pages(settings):
+def test_daily_page_quota_counts_probed_pages(settings, held):
     settings.OCR_QUOTA_PAGES_PER_DAY = 6
     tenant, client = _tenant_client()
     assert _pdf_upload(client, pages=5).status_code == 202
@@ -135,7 +141,7 @@ def _file(data: bytes, name: str = "doc.pdf"):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_idempotency_key_returns_the_original_job_and_refuses_a_different_file():
+def test_idempotency_key_returns_the_original_job_and_refuses_a_different_file(held):
     tenant, client = _tenant_client()
     first = _pdf_upload(client, text="same", HTTP_IDEMPOTENCY_KEY="order-42")
     assert first.status_code == 202 and "Idempotent-Replayed" not in first
@@ -167,7 +173,7 @@ def test_idempotency_key_returns_the_original_job_and_refuses_a_different_file()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_requests_racing_with_one_key_make_one_job(settings):
+def test_two_requests_racing_with_one_key_make_one_job(settings, held):
     """Both requests pass the lookup before either inserts (a barrier in the admission hook holds
     them there), so the unique constraint decides: one job, both callers get it, and the loser's
     page charge is refunded."""

@@ -17,6 +17,14 @@ from django.test import override_settings
 from apps.jobs.models import Job
 from tests.conftest import dev_file, upload, wait_for_job
 from tests.hostile.corpus import CASES, CLEAN_NAMES, SECRET, Case, Done, Failed, Refused, text_png
+from tests.perimeter import settle
+
+
+@pytest.fixture
+def worker(worker, redis_client, transactional_db):
+    """The shared worker, left idle after each case: nothing may run while the database is flushed."""
+    yield worker
+    settle(redis_client)
 
 
 def _post(api, data: bytes, name: str):
