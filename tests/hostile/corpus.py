@@ -189,6 +189,29 @@ def javascript_and_attachment_pdf() -> bytes:
     return doc.tobytes()
 
 
+def pdf_image_bomb(side: int = 12_000) -> bytes:
+    """One page drawing a side×side grayscale image (144 M pixels) deflated to ~140 KB.
+
+    Unlike an image upload this is not refused: MuPDF decodes a page's images subsampled to the
+    render size, so the page renders in milliseconds and bounded memory (measured: 0.05 s for
+    20000², peak RSS 157 MB). The test keeps that true."""
+    comp = zlib.compressobj(6)
+    row = b"\xff" * side
+    stream = b"".join([comp.compress(row * 500) for _ in range(side // 500)] + [comp.flush()])
+    doc = pymupdf.open()
+    page = doc.new_page()
+    image = doc.get_new_xref()
+    doc.update_object(image, f"<< /Type /XObject /Subtype /Image /Width {side} /Height {side} /BitsPerComponent 8 "
+                             f"/ColorSpace /DeviceGray /Filter /FlateDecode /Length {len(stream)} >>")
+    doc.update_stream(image, stream, compress=False)
+    doc.xref_set_key(page.xref, "Resources", f"<< /XObject << /Im0 {image} 0 R >> >>")
+    contents = doc.get_new_xref()
+    doc.update_object(contents, "<<>>")
+    doc.update_stream(contents, b"q 612 0 0 792 0 0 cm /Im0 Do Q")
+    doc.xref_set_key(page.xref, "Contents", f"{contents} 0 R")
+    return doc.tobytes()
+
+
 def truncated(data: bytes, keep: float) -> bytes:
     return data[: int(len(data) * keep)]
 
@@ -239,6 +262,8 @@ CASES: list[Case] = [
          "a 278-inch page would render past the pixel cap"),
     Case("six_pages.pdf", lambda: text_pdf(pages=6), Refused(422, "input:too-many-pages"),
          "over OCR_MAX_PAGES (5 for this case)", settings={"OCR_MAX_PAGES": 5}),
+    Case("pdf_image_bomb.pdf", pdf_image_bomb, Done(),
+         "a 12000x12000 image deflated to ~140 KB inside a page: decoded subsampled to the render size"),
     Case("polyglot_pdf_zip.pdf", lambda: text_pdf("A PDF with a ZIP archive glued to its end.") + b"PK\x03\x04" + b"\0" * 64,
          Done(), "PDF + ZIP polyglot: read as the PDF it starts as"),
     # Images
