@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
+import jwt
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
@@ -228,3 +229,29 @@ def test_create_api_key_command_prints_a_working_key_once():
     assert raw.split(".")[0] in err.getvalue() and raw not in err.getvalue()
     resp = key_client(raw, header="authorization").get("/api/v1/jobs")
     assert resp.status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unknown_signing_key_is_401_and_an_unreachable_issuer_is_503(issuer, settings):
+    for name, value in issuer.settings().items():
+        setattr(settings, name, value)
+    stranger = Issuer()  # a different key pair claiming the same issuer
+    try:
+        forged = jwt.encode(issuer.claims("mallory"), stranger.private_key, algorithm="RS256",
+                            headers={"kid": stranger.kid})
+        resp = bearer_client(forged).get("/api/v1/jobs")
+        assert resp.status_code == 401 and "signing key" in resp.json()["error"]["message"]
+        fetched = issuer.fetches
+        for _ in range(5):  # more made-up kids: refused without asking the issuer again
+            assert bearer_client(forged).get("/api/v1/jobs").status_code == 401
+        assert issuer.fetches == fetched
+        # Same kid as the real key, wrong private key: the signature check fails.
+        forged = jwt.encode(issuer.claims("mallory"), stranger.private_key, algorithm="RS256",
+                            headers={"kid": issuer.kid})
+        assert bearer_client(forged).get("/api/v1/jobs").status_code == 401
+    finally:
+        stranger.close()
+    settings.OIDC_JWKS_URL = "http://127.0.0.1:9/jwks.json"  # nothing listens on the discard port
+    resp = bearer_client(issuer.token("t")).get("/api/v1/jobs")
+    assert resp.status_code == 503
+    assert resp.json()["error"]["code"] == "auth:jwks-unavailable"

@@ -211,6 +211,9 @@ def _jwks_client() -> jwt.PyJWKClient:
                 cache_jwk_set=True,
                 lifespan=max(1, settings.OIDC_JWKS_CACHE_SECONDS),
                 timeout=settings.OIDC_JWKS_TIMEOUT_SECONDS,
+                # An unknown kid refetches the set (key rotation), at most once per 30 s, so
+                # tokens with made-up kids cannot turn us into a JWKS request amplifier.
+                cooldown_duration=30,
             )
             _clients[cache_key] = client
         return client
