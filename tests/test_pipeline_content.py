@@ -118,11 +118,13 @@ def test_phototest_against_its_gold_text(api, worker):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_scanned_pdf_has_its_visible_words(api, worker):
+@pytest.mark.parametrize("name", ["scanned_ocr_test.pdf", "scanned_ocr_test_rotated_90.pdf"])
+def test_scanned_pdf_has_its_visible_words(api, worker, name):
     """scanned_ocr_test.pdf is an image-only page (no text layer); rendered, it reads:
     "Docling bundles PDF document conversion to JSON and Markdown in an easy self contained
-    package"."""
-    path = dev_file("scanned_ocr_test.pdf")
+    package". The _rotated_90 copy stores the same scan with /Rotate 270, so it is displayed
+    on its side; ingest turns it back before layout and OCR."""
+    path = dev_file(name)
     with pymupdf.open(path) as doc:
         assert not doc[0].get_text().strip(), "the fixture grew a text layer; this test is about OCR"
     resp = upload(api, path)
@@ -131,6 +133,6 @@ def test_scanned_pdf_has_its_visible_words(api, worker):
     assert result["pages"][0]["source"] == "ocr"
     visible = "Docling bundles PDF document conversion to JSON and Markdown in an easy self contained package"
     score = word_scores(strip_markdown(markdown), visible)
-    print(f"scanned_ocr_test.pdf: Markdown F1 {score.f1:.4f} against its visible words")
+    print(f"{name}: Markdown F1 {score.f1:.4f} against its visible words")
     assert score.recall == 1.0, (score, markdown)
     assert score.precision >= 0.9, (score, markdown)

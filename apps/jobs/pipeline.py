@@ -32,7 +32,13 @@ from workers.engines.vllm import VllmConfig
 from workers.pipeline import assemble as assembly
 from workers.pipeline.order import reading_order
 from workers.pipeline.probe import InputError, open_pdf
-from workers.pipeline.raster import decode_png, encode_png, load_image_frame, render_pdf_page
+from workers.pipeline.raster import (
+    decode_png,
+    encode_png,
+    load_image_frame,
+    render_pdf_page,
+    straighten_sideways_scan,
+)
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +153,8 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
                     created += 1
                     continue
                 if page is None or not page.image:
+                    if straighten_sideways_scan(pdf_page):
+                        size_pt = (pdf_page.rect.width, pdf_page.rect.height)
                     image, used_dpi = render_pdf_page(pdf_page, dpi, settings.OCR_MAX_IMAGE_PIXELS)
                     page = _store_page_image(job, index, image, used_dpi, size_pt)
                     created += 1
