@@ -137,6 +137,7 @@ KNOBS: list[tuple[str, dict, int | None]] = [
     ("threads 1", {"threads": 1}, None),
     ("threads 2", {"threads": 2}, None),
     ("rec batch 6", {"rec_batch": 6}, None),
+    ("rec batch 8", {"rec_batch": 8}, None),
     ("rec batch 32", {"rec_batch": 32}, None),
     ("use_cls on", {"use_cls": True}, None),
     ("dpi 150", {}, 150),
@@ -144,10 +145,21 @@ KNOBS: list[tuple[str, dict, int | None]] = [
 ]
 
 
+def _parse_override(item: str) -> tuple[str, object]:
+    key, _, raw = item.strip().partition("=")
+    value: object = raw
+    if raw.lower() in ("true", "false"):
+        value = raw.lower() == "true"
+    elif raw.lstrip("-").isdigit():
+        value = int(raw)
+    return key, value
+
+
 def tune(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(prog="bench p2tune")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", default="", help="comma-separated knob labels (substring match)")
+    parser.add_argument("--base", default="", help="overrides under every knob, e.g. det_limit_type=max,det_limit_side=960")
     parser.add_argument("--pages", default="phototest.tif,eurotext.tif,scanned_ocr_test.pdf p1,"
                         "multi_page.pdf p1,multi_page.pdf p2,multi_page.pdf p5")
     args = parser.parse_args(argv)
@@ -155,6 +167,7 @@ def tune(argv: list[str]) -> dict:
     settings = django_settings()
     base_dpi = settings.OCR_DPI
     wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+    base = dict(_parse_override(item) for item in args.base.split(",") if item.strip())
     knobs = [k for k in KNOBS if not wanted or k[0] == "defaults" or any(w in k[0] for w in wanted)]
     only = {s.strip() for s in args.pages.split(",") if s.strip()}
     info = common.machine()
@@ -166,7 +179,7 @@ def tune(argv: list[str]) -> dict:
         dpi = dpi or base_dpi
         if dpi not in by_dpi:
             by_dpi[dpi] = _pages(dpi, only=only)
-        engine = Rapid(production_config(**overrides), label)
+        engine = Rapid(production_config(**{**base, **overrides}), label)
         engine.warm(by_dpi[dpi][0].image)
         engines.append((label, overrides, dpi, engine))
 
@@ -203,7 +216,7 @@ def tune(argv: list[str]) -> dict:
 
     extra = {
         "load average (before / after)": f"{load_before} / {common.loadavg()}",
-        "defaults": f"{asdict(production_config())}, OCR_DPI={base_dpi}",
+        "defaults": f"{asdict(production_config(**base))}, OCR_DPI={base_dpi}",
         "pages": ", ".join(p.name for p in by_dpi[base_dpi]),
         "rounds": f"{args.rounds}, knobs interleaved page by page, median per page",
         "word F1": common.f1_source(),

@@ -51,7 +51,8 @@ def engine_settings(engine: str = Job.Engine.CPU) -> registry.EngineSettings:
         recognizer=settings.OCR_RECOGNIZER,
         cpu_layout=CpuLayoutConfig(threads=threads),
         cpu_recognizer=CpuRecognizerConfig(
-            threads=threads, det_max_side=settings.OCR_DET_MAX_SIDE, rec_batch=settings.OCR_REC_BATCH
+            threads=threads, det_max_side=settings.OCR_DET_MAX_SIDE, rec_batch=settings.OCR_REC_BATCH,
+            det_limit_side=settings.OCR_DET_LIMIT_SIDE, det_limit_type=settings.OCR_DET_LIMIT_TYPE,
         ),
         paddle=PaddleLayoutConfig(
             model_dir=settings.OCR_PADDLE_MODEL_DIR, model=settings.OCR_PADDLE_MODEL, device=settings.OCR_PADDLE_DEVICE,
