@@ -123,6 +123,7 @@ def run(argv: list[str]) -> None:
     ns = parser.parse_args(argv)
     bounds = [int(b) for b in ns.bounds.split(",")]
     info = machine()
+    info["command"] = " ".join(["python -m bench.gpu_vllm", *argv])
     load_before = loadavg()
     server, url = start_server(ns.latency_ms)
     try:
