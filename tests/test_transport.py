@@ -102,8 +102,9 @@ def test_secure_mode_behind_a_tls_proxy(tmp_path):
         ({"DJANGO_SECRET_KEY_FILE": "/nonexistent/secret"}, "cannot be read"),
         ({"OIDC_ALGORITHMS": "RS256,HS256"}, "public-key algorithms only"),
         ({"OIDC_ALGORITHMS": "none"}, "public-key algorithms only"),
+        ({"OCR_RATE_SUBMISSIONS": "lots"}, "OCR_RATE_SUBMISSIONS"),
     ],
-    ids=["secure-without-secret", "unreadable-secret-file", "hmac-allowed", "alg-none"],
+    ids=["secure-without-secret", "unreadable-secret-file", "hmac-allowed", "alg-none", "bad-rate"],
 )
 def test_unsafe_configuration_refuses_to_start(env, message):
     proc = _settings_in_fresh_process(env, "print('started')")
