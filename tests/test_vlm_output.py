@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +122,13 @@ def test_serve_args_cli(capsys):
     assert profiles.main(["serve-args", "deepseek-ocr", "--json"]) == 0
     args = json.loads(capsys.readouterr().out)
     assert args[0] == "deepseek-ai/DeepSeek-OCR" and "--logits-processors" in args
+
+
+def test_k8s_profiles_file_matches_the_profiles():
+    """k8s/vllm/profiles.yaml is rendered from profiles.py; the two must not drift."""
+    path = Path(__file__).resolve().parent.parent / profiles.K8S_FILE
+    assert path.read_text() == profiles.render_k8s(), "run: python -m workers.engines.profiles k8s > k8s/vllm/profiles.yaml"
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    assert data["glm-ocr"]["gpu80"] == profiles.serve_args("glm-ocr", 80)
