@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import dev_file
 from workers.engines import textlayer
 from workers.pipeline.metrics import word_scores
+from workers.pipeline.order import reading_order
 
 BORN_DIGITAL = [
     "multi_page.pdf",
@@ -50,3 +51,25 @@ def test_table_cells_keep_decimal_numbers_whole():
     [table] = [text.text for box, text in regions if box.label == "table"]
     assert "0.965" in table and "0965" not in table
     assert table.splitlines()[0].startswith("| # enc-layers | # dec-layers | Language | TEDs |")
+
+
+@pytest.mark.parametrize("rotation", [0, 90, 180, 270])
+def test_pages_stored_with_rotate_give_boxes_on_the_page_as_displayed(rotation):
+    """Six lines that read top to bottom on screen, on a page stored with /Rotate: extraction
+    reports unrotated coordinates, which would put the boxes off the displayed page and, for
+    270, read the lines bottom to top."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.set_rotation(rotation)
+    for i in range(6):
+        at = pymupdf.Point(60, 60 + 40 * i) * page.derotation_matrix
+        page.insert_text(at, f"Line number {i} of a turned page", fontsize=11, rotate=rotation)
+    regions = textlayer.extract(page, 144, textlayer.TextLayerConfig())
+    width, height = page.rect.width * 2, page.rect.height * 2
+    for box, _ in regions:
+        x0, y0, x1, y1 = box.bbox
+        assert 0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height, (box.bbox, width, height)
+    ordered = [regions[i][1].text for i in reading_order([box.bbox for box, _ in regions])]
+    assert " ".join(ordered).split("Line number ")[1:] == [f"{i} of a turned page " for i in range(5)] + [
+        "5 of a turned page"
+    ]

@@ -42,6 +42,9 @@ def has_text_layer(page: pymupdf.Page, min_chars: int) -> bool:
 def extract(page: pymupdf.Page, dpi: int, config: TextLayerConfig) -> list[tuple[LayoutBox, RegionText]]:
     """Text blocks as labelled regions (title, text, header, footer, table) with their text."""
     scale = dpi / 72.0
+    # Extraction reports boxes on the unrotated page; regions live on the page as displayed
+    # (a landscape page stored with /Rotate), like the rendered images of the OCR path.
+    shown = page.rotation_matrix
     data = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)
     blocks = [b for b in data["blocks"] if b.get("type") == 0]
     sizes = [span["size"] for b in blocks for line in b["lines"] for span in line["spans"] if span["text"].strip()]
@@ -58,10 +61,10 @@ def extract(page: pymupdf.Page, dpi: int, config: TextLayerConfig) -> list[tuple
         for line in block["lines"]:
             text = "".join(span["text"] for span in line["spans"]).strip()
             if text:
-                lines.append(TextLine(text=text, bbox=_px(line["bbox"], scale), confidence=1.0))
+                lines.append(TextLine(text=text, bbox=_px(line["bbox"], scale, shown), confidence=1.0))
         if not lines:
             continue
-        bbox = _px(block["bbox"], scale)
+        bbox = _px(block["bbox"], scale, shown)
         holder = best_container(bbox, table_boxes)
         if holder is not None:
             table_lines[holder].extend(lines)
@@ -69,7 +72,7 @@ def extract(page: pymupdf.Page, dpi: int, config: TextLayerConfig) -> list[tuple
         spans = [s for line in block["lines"] for s in line["spans"] if s["text"].strip()]
         bold = all(s["flags"] & pymupdf.TEXT_FONT_BOLD for s in spans)
         size = max(s["size"] for s in spans)
-        label = _label(block["bbox"], size, bold, len(lines), body, height, config.margin_share)
+        label = _label(_px(block["bbox"], 1.0, shown), size, bold, len(lines), body, height, config.margin_share)
         text = "\n".join(line.text for line in lines)
         regions.append((LayoutBox(label=label, bbox=bbox, score=1.0), RegionText(text, 1.0, tuple(lines))))
 
@@ -113,7 +116,7 @@ def _tables(page: pymupdf.Page, config: TextLayerConfig, scale: float) -> list[t
         rows = _table_rows(table, words)
         if rows is None:
             continue  # its words stay in ordinary text blocks
-        out.append((_px(table.bbox, scale), _markdown_table(rows)))
+        out.append((_px(table.bbox, scale, page.rotation_matrix), _markdown_table(rows)))
     return out
 
 
@@ -190,6 +193,6 @@ def _markdown_table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _px(bbox, scale: float) -> tuple[float, float, float, float]:
-    x0, y0, x1, y1 = bbox
-    return (x0 * scale, y0 * scale, x1 * scale, y1 * scale)
+def _px(bbox, scale: float, shown: pymupdf.Matrix) -> tuple[float, float, float, float]:
+    r = (pymupdf.Rect(bbox) * shown).normalize()
+    return (r.x0 * scale, r.y0 * scale, r.x1 * scale, r.y1 * scale)
