@@ -101,15 +101,16 @@ def test_rasterised_born_digital_pages_through_ocr(api, worker, tmp_path):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_phototest_against_its_gold_text(api, worker):
-    resp = upload(api, dev_file("phototest.tif"))
+@pytest.mark.parametrize(("scan", "gold"), [("phototest.tif", "phototest.gold.txt"), ("eurotext.tif", "eurotext.txt")])
+def test_scans_against_their_gold_text(api, worker, scan, gold):
+    resp = upload(api, dev_file(scan))
     assert resp.status_code == 202, resp.content
     assert resp.json()["kind"] == "tiff"
     result, markdown = _finish(api, resp.json()["id"])
-    gold = dev_file("phototest.gold.txt").read_text()
-    score = word_scores(json_text(result), gold)
-    md_score = word_scores(strip_markdown(markdown), gold)
-    print(f"phototest.tif: JSON F1 {score.f1:.4f}, Markdown F1 {md_score.f1:.4f}")
+    reference = dev_file(gold).read_text()
+    score = word_scores(json_text(result), reference)
+    md_score = word_scores(strip_markdown(markdown), reference)
+    print(f"{scan}: JSON F1 {score.f1:.4f}, Markdown F1 {md_score.f1:.4f}")
     assert score.f1 >= 0.95, score
     assert md_score.f1 >= 0.95, md_score
     regions = result["pages"][0]["regions"]

@@ -19,7 +19,7 @@ _MD_FENCE = re.compile(r"^```\w*\s*$", re.MULTILINE)
 _MD_LINE_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|>\s+|\$\$\s*$)", re.MULTILINE)
 _MD_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$", re.MULTILINE)
 # Typographic quotes and dashes print the same as their ASCII forms; OCR cannot tell them apart.
-_TYPOGRAPHIC = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "—": "-", "–": "-", "‐": "-"})
+_TYPOGRAPHIC = str.maketrans({"’": "'", "‘": "'", "‚": "'", "“": '"', "”": '"', "„": '"', "—": "-", "–": "-", "‐": "-"})
 _EDGE_PUNCT = "\"'`.,;:!?()[]{}<>«»*_|~-"
 
 
