@@ -8,6 +8,7 @@ process, next to the real Redis queue lengths.
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ from PIL import Image
 
 from apps.jobs.models import Job
 from tests.conftest import dev_file, upload, wait_for_job
-from tests.queues import QUEUES
+from tests.queues import QUEUES, UNACKED_KEY
 
 ELEVEN_MB = 11 * 1024 * 1024
 
@@ -34,7 +35,7 @@ def nothing_queued(redis_client) -> Iterator[None]:
         published.append(sender)
 
     before_task_publish.connect(on_publish, weak=False)
-    lengths = {q: redis_client.llen(q) for q in QUEUES}
+    lengths = _settled_lengths(redis_client)
     jobs = Job.objects.count()
     stored = _stored_files()
     try:
@@ -47,8 +48,23 @@ def nothing_queued(redis_client) -> Iterator[None]:
     assert _stored_files() == stored, "a refused upload left a file in storage"
 
 
+def _settled_lengths(redis_client, timeout: float = 60) -> dict[str, int]:
+    """Queue lengths once no worker is moving them (an earlier test's job may still be running):
+    the same for half a second, with nothing held unacknowledged."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        now = ({q: redis_client.llen(q) for q in QUEUES}, redis_client.hlen(UNACKED_KEY))
+        if now == last and not now[1]:
+            return now[0]
+        last = now
+        time.sleep(0.5)
+    raise AssertionError(f"the queues did not settle: {last}")
+
+
 def _stored_files() -> set[Path]:
-    root = Path(settings.MEDIA_ROOT)
+    """Uploaded sources: the only files the web side writes (workers write pages/ and results/)."""
+    root = Path(settings.MEDIA_ROOT) / "sources"
     return {p for p in root.rglob("*") if p.is_file()} if root.exists() else set()
 
 
