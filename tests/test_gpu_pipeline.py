@@ -67,14 +67,23 @@ def test_layout_burst_is_collected_into_full_batches(api, worker, start_worker, 
             resp = upload(api, None, name=f"burst-{n}.png", data=small_page(n))
             assert resp.status_code == 202, resp.content
             ids.append(resp.json()["id"])
-        broker.wait_for(lambda: Page.objects.filter(job_id__in=ids, status=Page.Status.QUEUED).count() == BURST,
-                        timeout=120, what="every burst page ingested and waiting for layout")
+        broker.wait_for(
+            lambda: Page.objects.filter(job_id__in=ids, status=Page.Status.QUEUED).count() == BURST,
+            timeout=120,
+            what="every burst page ingested and waiting for layout",
+        )
         broker.wait_for(lambda: broker.lengths()["layout"] >= BURST, timeout=10, what="layout messages queued")
         layout = start_worker(queues="layout", concurrency=1, name="gpu-layout")
-        broker.wait_for(lambda: Page.objects.filter(job_id__in=ids, status=Page.Status.DETECTED).count() == BURST,
-                        timeout=180, what="every burst page through layout")
-        broker.wait_for(lambda: broker.lengths()["layout"] == 0 and broker.unacked() == 0, timeout=30,
-                        what="all layout messages acknowledged")
+        broker.wait_for(
+            lambda: Page.objects.filter(job_id__in=ids, status=Page.Status.DETECTED).count() == BURST,
+            timeout=180,
+            what="every burst page through layout",
+        )
+        broker.wait_for(
+            lambda: broker.lengths()["layout"] == 0 and broker.unacked() == 0,
+            timeout=30,
+            what="all layout messages acknowledged",
+        )
         for job_id in ids:
             assert api.delete(f"/api/v1/jobs/{job_id}").status_code in (200, 202, 204)
     events = list(StageEvent.objects.filter(job_id__in=ids, stage="layout", outcome="ok"))
@@ -91,8 +100,13 @@ def test_layout_burst_is_collected_into_full_batches(api, worker, start_worker, 
     assert "prefetch raised to" in layout.log.read_text()
 
 
-GROUNDED = ("<|ref|>title<|/ref|><|det|>[[50, 40, 950, 120]]<|/det|>\n# Grounded title\n\n"
-            "<|ref|>text<|/ref|><|det|>[[50, 150, 950, 600]]<|/det|>\nGrounded body text.")
+# The model's reading order (title, body, then the running header it emitted last) differs from
+# a geometric top-to-bottom order, which would put the header first: the test checks it is kept.
+GROUNDED = (
+    "<|ref|>title<|/ref|><|det|>[[50, 100, 950, 160]]<|/det|>\n# Grounded title\n\n"
+    "<|ref|>text<|/ref|><|det|>[[50, 200, 950, 600]]<|/det|>\nGrounded body text.\n\n"
+    "<|ref|>header<|/ref|><|det|>[[50, 10, 950, 60]]<|/det|>\nRunning header"
+)
 
 
 def vlm_answers(body: dict, n: int) -> Reply:
@@ -107,9 +121,19 @@ def vllm_worker(worker, start_worker, broker):
     ``ocr`` consumers are paused meanwhile so every page of these tests goes through it."""
     with OpenAIServer(vlm_answers) as server:
         name = f"gpu-vllm-{socket.gethostname()[:4]}"
-        proc = start_worker(queues="ocr", concurrency=2, name=name, env={
-            "OCR_RECOGNIZER": "vllm", "VLLM_BASE_URL": server.url, "VLLM_PROFILE": "glm-ocr",
-            "VLLM_RETRIES": "1", "VLLM_TIMEOUT_S": "30", "VLLM_CANCEL_POLL_S": "0.2"})
+        proc = start_worker(
+            queues="ocr",
+            concurrency=2,
+            name=name,
+            env={
+                "OCR_RECOGNIZER": "vllm",
+                "VLLM_BASE_URL": server.url,
+                "VLLM_PROFILE": "glm-ocr",
+                "VLLM_RETRIES": "1",
+                "VLLM_TIMEOUT_S": "30",
+                "VLLM_CANCEL_POLL_S": "0.2",
+            },
+        )
         with broker.paused("ocr", keep=(worker_name(name),)):
             yield server, proc
         proc.stop()
@@ -123,8 +147,12 @@ def test_job_through_ocr_queue_with_vllm_recognizer(api, vllm_worker):
     assert body["status"] == "done", (body, proc.tail())
     regions = list(Region.objects.filter(page__job_id=body["id"]))
     assert regions and all(r.engine == "vllm:glm-ocr" and r.status == "done" for r in regions)
-    assert {r.text for r in regions} <= {"VLM read: Text Recognition:", "VLM read: Formula Recognition:",
-                                         "VLM read: Table Recognition:", "VLM read: Describe this chart or figure in two or three sentences."}
+    assert {r.text for r in regions} <= {
+        "VLM read: Text Recognition:",
+        "VLM read: Formula Recognition:",
+        "VLM read: Table Recognition:",
+        "VLM read: Describe this chart or figure in two or three sentences.",
+    }
     assert len(server.stats.requests) >= len(regions)
     assert all(b["model"] == "zai-org/GLM-OCR" and b["temperature"] == 0.0 for b in server.stats.requests)
     md = api.get(f"/api/v1/jobs/{body['id']}/result?format=markdown").content.decode()
@@ -146,8 +174,8 @@ def test_vlm_page_job_skips_layout_and_keeps_grounded_regions(api, vllm_worker):
     result = json.loads(api.get(f"/api/v1/jobs/{body['id']}/result?format=json").content)
     page = result["pages"][0]
     regions = page["regions"]
-    assert [r["label"] for r in regions] == ["title", "text"]
-    assert regions[0]["text"] == "# Grounded title" and regions[1]["text"] == "Grounded body text."
+    assert [r["label"] for r in regions] == ["title", "text", "header"]
+    assert [r["text"] for r in regions] == ["# Grounded title", "Grounded body text.", "Running header"]
     # Boxes are in page pixels: 50/999 of the page width, not 50.
     assert regions[0]["bbox"][0] == pytest.approx(50 / 999 * page["width"], abs=0.5)
 
@@ -164,8 +192,11 @@ def test_cancel_aborts_in_flight_vllm_requests(api, vllm_worker, broker):
     # The worker notices within its poll interval and closes the connections: vLLM would abort.
     assert server.wait_for(lambda s: s.in_flight == 0 and s.disconnects >= held, timeout=10), proc.tail()
     assert wait_for_job(api, job_id)["status"] == "cancelled"
-    broker.wait_for(lambda: StageEvent.objects.filter(job_id=job_id, stage="recognize").exists(), timeout=10,
-                    what="the recognize stage to record its end")
+    broker.wait_for(
+        lambda: StageEvent.objects.filter(job_id=job_id, stage="recognize").exists(),
+        timeout=10,
+        what="the recognize stage to record its end",
+    )
     event = StageEvent.objects.get(job_id=job_id, stage="recognize")
     assert event.outcome == "cancelled" and event.error_code == "job:cancelled"
     server.behaviour = vlm_answers

@@ -343,7 +343,11 @@ def recognize(page_id: int) -> None:
         start = len(regions)
         for offset, (box, text) in enumerate(found):
             _create_region(page, start + offset, box, text, source=Page.Source.OCR, engine=engine.name)
-        _renumber(page)
+        # Re-order only when regions were added among layout's, or came without an order: a
+        # layout engine's reading order (PP-DocLayoutV3) and a one-stage model's output order
+        # are kept as given.
+        if found and (regions or any(box.order is None for box, _ in found)):
+            _renumber(page)
         if not services.finish_page(page_id, Page.Status.RECOGNIZING, recognize_ms=elapsed):
             # The claim went stale and was handed on: the other worker's text is the one kept.
             transaction.set_rollback(True)

@@ -98,7 +98,8 @@ class VllmRecognizer:
     def __init__(self, config: VllmConfig) -> None:
         if not config.base_url:
             raise EngineError(
-                "engine:misconfigured", "the vllm recognizer needs VLLM_BASE_URL (e.g. http://vllm:8000/v1)",
+                "engine:misconfigured",
+                "the vllm recognizer needs VLLM_BASE_URL (e.g. http://vllm:8000/v1)",
                 permanent=True,
             )
         try:
@@ -134,7 +135,10 @@ class VllmRecognizer:
             )
             # Retries are ours (backoff with jitter, stable codes), so the SDK's are off.
             client = openai.AsyncOpenAI(
-                base_url=self.config.base_url, api_key=self.config.api_key, http_client=http, max_retries=0,
+                base_url=self.config.base_url,
+                api_key=self.config.api_key,
+                http_client=http,
+                max_retries=0,
                 timeout=self.config.timeout_s,
             )
             shards.append(_Shard(client))
@@ -185,17 +189,27 @@ class VllmRecognizer:
             text, width=width, height=height, coord_scale=self.profile["grounding"]["coord_scale"]
         )
         extra = []
-        for block in blocks:
+        for rank, block in enumerate(blocks):
             label = profiles.GROUNDING_LABELS.get(block.label.lower(), "text")
-            cleaned, more = vlm_output.clean(block.text, task=profiles.TASK_OF_LABEL.get(label, "text"),
-                                             finish_reason=None)
-            extra.append((LayoutBox(label=label, bbox=block.bbox, score=1.0),
-                          RegionText(cleaned, flags=flags + tuple(more), latency_ms=answer.latency_ms)))
+            cleaned, more = vlm_output.clean(
+                block.text, task=profiles.TASK_OF_LABEL.get(label, "text"), finish_reason=None
+            )
+            # The model writes the page in reading order: keep it.
+            extra.append(
+                (
+                    LayoutBox(label=label, bbox=block.bbox, score=1.0, order=rank),
+                    RegionText(cleaned, flags=flags + tuple(more), latency_ms=answer.latency_ms),
+                )
+            )
         if not blocks and text.strip():
             # No grounding markers: keep the text as one page-sized block rather than lose it.
             cleaned, more = vlm_output.clean(text, task="text", finish_reason=None)
-            extra.append((LayoutBox("text", (0.0, 0.0, float(width), float(height)), score=0.0),
-                          RegionText(cleaned, flags=flags + ("no-grounding", *more), latency_ms=answer.latency_ms)))
+            extra.append(
+                (
+                    LayoutBox("text", (0.0, 0.0, float(width), float(height)), score=0.0),
+                    RegionText(cleaned, flags=flags + ("no-grounding", *more), latency_ms=answer.latency_ms),
+                )
+            )
         # A layout pass that ran anyway is superseded by the model's own regions.
         texts = [RegionText("", flags=("superseded",)) for _ in regions]
         return Recognition(texts=texts, extra=extra)
@@ -214,8 +228,9 @@ class VllmRecognizer:
             except concurrent.futures.TimeoutError:
                 if cancelled is not None and cancelled():
                     future.cancel()  # cancels the tasks; their HTTP connections are closed
-                    raise EngineError("job:cancelled", "the job was cancelled; in-flight requests aborted",
-                                      permanent=True) from None
+                    raise EngineError(
+                        "job:cancelled", "the job was cancelled; in-flight requests aborted", permanent=True
+                    ) from None
 
     async def _gather(self, calls: list[_Call]) -> list[_Answer]:
         return list(await asyncio.gather(*(self._one(call) for call in calls)))
@@ -261,8 +276,9 @@ class VllmRecognizer:
             text = choice["message"].get("content") or ""
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise _Retryable("vllm:bad-response", f"unreadable completion: {exc}") from exc
-        return _Answer(text=text, finish_reason=choice.get("finish_reason"),
-                       latency_ms=int((time.perf_counter() - started) * 1000))
+        return _Answer(
+            text=text, finish_reason=choice.get("finish_reason"), latency_ms=int((time.perf_counter() - started) * 1000)
+        )
 
     async def _request(self, call: _Call) -> httpx2.Response:
         """POST /chat/completions through the SDK's client (its auth, errors, status codes)
@@ -271,10 +287,15 @@ class VllmRecognizer:
         measured at about half the dispatcher's CPU per region."""
         body = {
             "model": self.model,
-            "messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": call.image_url}},
-                {"type": "text", "text": call.prompt},
-            ]}],
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": call.image_url}},
+                        {"type": "text", "text": call.prompt},
+                    ],
+                }
+            ],
             "temperature": 0.0,
             "max_tokens": self.max_tokens,
             # vLLM's own parameters (skip_special_tokens, repetition_penalty, vllm_xargs).
@@ -308,8 +329,11 @@ class VllmRecognizer:
         ext, params, mime = {
             # RLE at level 1: scans are long runs of paper; measured ~20% faster and smaller
             # than the default strategy on line crops.
-            "png": (".png", [cv2.IMWRITE_PNG_COMPRESSION, 1, cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE],
-                    "image/png"),
+            "png": (
+                ".png",
+                [cv2.IMWRITE_PNG_COMPRESSION, 1, cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE],
+                "image/png",
+            ),
             "jpeg": (".jpg", [cv2.IMWRITE_JPEG_QUALITY, 92], "image/jpeg"),
         }[fmt]
         if image.ndim == 3 and _is_gray(image):
