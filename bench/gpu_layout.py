@@ -46,9 +46,23 @@ def small_page(n: int) -> bytes:
 
 
 def worker(name: str, queues: str, concurrency: int, **extra: str) -> stack.Proc:
-    cmd = [str(stack.BIN / "celery"), "-A", "ocrsite", "worker", "-Q", queues, "-n", f"{name}@%h",
-           "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-           "--without-heartbeat"]
+    cmd = [
+        str(stack.BIN / "celery"),
+        "-A",
+        "ocrsite",
+        "worker",
+        "-Q",
+        queues,
+        "-n",
+        f"{name}@%h",
+        "--concurrency",
+        str(concurrency),
+        "--loglevel",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
     proc = stack.Proc(f"gpu-{name}", cmd, stack.env(**extra))
     STARTED.append(proc)
     deadline = time.monotonic() + 90
@@ -104,9 +118,14 @@ def burst(jobs: int, window_ms: int, prequeued: bool) -> dict:
     layout.stop()
     sizes = batch_sizes(ids)
     passes = len(sizes) and sum(1 / s for s in sizes)  # each pass of size s has s events
-    return {"jobs": jobs, "pages_weighted_mean_batch": round(statistics.mean(sizes), 2),
-            "passes": round(passes), "mean_batch_per_pass": round(len(sizes) / passes, 2),
-            "batch_histogram": {s: sizes.count(s) // s for s in sorted(set(sizes))}, "wall_s": round(wall, 2)}
+    return {
+        "jobs": jobs,
+        "pages_weighted_mean_batch": round(statistics.mean(sizes), 2),
+        "passes": round(passes),
+        "mean_batch_per_pass": round(len(sizes) / passes, 2),
+        "batch_histogram": {s: sizes.count(s) // s for s in sorted(set(sizes))},
+        "wall_s": round(wall, 2),
+    }
 
 
 def lone(count: int, window_ms: int) -> dict:
@@ -116,15 +135,22 @@ def lone(count: int, window_ms: int) -> dict:
     waits = []
     for n in range(count):
         job_id = submit(1000 + n)
-        wait(lambda j=job_id: StageEvent.objects.filter(job_id=j, stage="layout").exists(), 60,
-             "a lone page through layout")
+        wait(
+            lambda j=job_id: StageEvent.objects.filter(job_id=j, stage="layout").exists(),
+            60,
+            "a lone page through layout",
+        )
         ingest = StageEvent.objects.get(job_id=job_id, stage="ingest")
         layout_event = StageEvent.objects.get(job_id=job_id, stage="layout")
         waits.append((layout_event.started_at - ingest.finished_at).total_seconds() * 1000)
         time.sleep(0.3)  # the collector's buffer is empty again: the next page arrives alone
     layout.stop()
-    return {"window_ms": window_ms, "median_ms": round(statistics.median(waits), 1),
-            "p90_ms": round(sorted(waits)[int(0.9 * (len(waits) - 1))], 1), "samples": [round(w, 1) for w in waits]}
+    return {
+        "window_ms": window_ms,
+        "median_ms": round(statistics.median(waits), 1),
+        "p90_ms": round(sorted(waits)[int(0.9 * (len(waits) - 1))], 1),
+        "samples": [round(w, 1) for w in waits],
+    }
 
 
 def run(argv: list[str]) -> None:
@@ -158,22 +184,48 @@ def run(argv: list[str]) -> None:
             proc.stop()
         stack.reset()
     penalty = with_window["median_ms"] - without["median_ms"]
-    text = header("Layout collector: batch fill under a burst, lone-page penalty", info, {
-        "stack": "PostgreSQL + Redis + celery workers (cpu: 2 processes ingest; layout: 1 process, CPU layout engine)",
-        "settings": f"OCR_LAYOUT_BATCH={batch}, OCR_BATCH_WINDOW_MS={ns.window_ms}",
-        "load average": f"{load_before} before, {loadavg()} after"})
+    text = header(
+        "Layout collector: batch fill under a burst, lone-page penalty",
+        info,
+        {
+            "stack": "PostgreSQL + Redis + celery workers (cpu: 2 processes ingest; layout: 1 process, CPU layout engine)",
+            "settings": f"OCR_LAYOUT_BATCH={batch}, OCR_BATCH_WINDOW_MS={ns.window_ms}",
+            "load average": f"{load_before} before, {loadavg()} after",
+        },
+    )
     text += "\n" + table(
         ["burst", "jobs", "mean batch (page-weighted)", "mean batch per pass", "passes by size", "fill", "wall s"],
-        [[name, r["jobs"], r["pages_weighted_mean_batch"], r["mean_batch_per_pass"], r["batch_histogram"],
-          f"{r['pages_weighted_mean_batch'] / batch:.0%}", r["wall_s"]]
-         for name, r in (("pre-queued", pre), ("live (ingest-paced)", live))])
+        [
+            [
+                name,
+                r["jobs"],
+                r["pages_weighted_mean_batch"],
+                r["mean_batch_per_pass"],
+                r["batch_histogram"],
+                f"{r['pages_weighted_mean_batch'] / batch:.0%}",
+                r["wall_s"],
+            ]
+            for name, r in (("pre-queued", pre), ("live (ingest-paced)", live))
+        ],
+    )
     text += "\n\n" + table(
         ["lone page", "ingest end → layout start, median ms", "p90 ms"],
-        [[f"window {r['window_ms']} ms", r["median_ms"], r["p90_ms"]] for r in (with_window, without)])
+        [[f"window {r['window_ms']} ms", r["median_ms"], r["p90_ms"]] for r in (with_window, without)],
+    )
     text += f"\n\nLone-page penalty of the window: {penalty:.0f} ms (median difference; window {ns.window_ms} ms).\n"
-    report("gpu_layout", "Layout collector", text, {"machine": info, "prequeued": pre, "live": live,
-                                                     "lone_window": with_window, "lone_no_window": without,
-                                                     "penalty_ms": penalty})
+    report(
+        "gpu_layout",
+        "Layout collector",
+        text,
+        {
+            "machine": info,
+            "prequeued": pre,
+            "live": live,
+            "lone_window": with_window,
+            "lone_no_window": without,
+            "penalty_ms": penalty,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,11 @@ def page_and_regions(per_page: int) -> tuple[np.ndarray, list[LayoutBox]]:
 
 def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.openai_server", "--port", str(port),
-                             "--latency-ms", str(latency_ms)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.openai_server", "--port", str(port), "--latency-ms", str(latency_ms)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -95,11 +98,18 @@ def run_bound(url: str, bound: int, latency_s: float, per_page: int) -> dict:
     steady = [v for ts, v in samples if t0 + latency_s <= ts <= t0 + wall - latency_s] or [v for _, v in samples]
     rec.close()
     return {
-        "bound": bound, "regions": n, "threads": threads, "wall_s": round(wall, 3),
-        "regions_per_s": round(n / wall, 1), "ideal_per_s": round(bound / latency_s, 1),
-        "in_flight_mean": round(statistics.mean(steady), 1), "in_flight_p50": statistics.median(steady),
-        "in_flight_max": max(v for _, v in samples), "cpu_ms_per_region": round(cpu * 1000 / n, 3),
-        "errors": errors, "timeline": samples[:: max(1, len(samples) // 200)],
+        "bound": bound,
+        "regions": n,
+        "threads": threads,
+        "wall_s": round(wall, 3),
+        "regions_per_s": round(n / wall, 1),
+        "ideal_per_s": round(bound / latency_s, 1),
+        "in_flight_mean": round(statistics.mean(steady), 1),
+        "in_flight_p50": statistics.median(steady),
+        "in_flight_max": max(v for _, v in samples),
+        "cpu_ms_per_region": round(cpu * 1000 / n, 3),
+        "errors": errors,
+        "timeline": samples[:: max(1, len(samples) // 200)],
     }
 
 
@@ -132,17 +142,48 @@ def run(argv: list[str]) -> None:
         server.terminate()
         server.wait(timeout=10)
     enc = encode_cost(ns.regions_per_page)
-    text = header("vLLM dispatch: in-flight bound, regions/s, dispatcher CPU per region", info,
-                  {"server": f"tests.openai_server in its own process, fixed {ns.latency_ms:.0f} ms per request",
-                   "load average": f"{load_before} before, {loadavg()} after",
-                   "crop+PNG+base64 alone": f"{enc:.3f} ms CPU per region ({ns.regions_per_page} line crops of a scan at A4 width)"})
+    text = header(
+        "vLLM dispatch: in-flight bound, regions/s, dispatcher CPU per region",
+        info,
+        {
+            "server": f"tests.openai_server in its own process, fixed {ns.latency_ms:.0f} ms per request",
+            "load average": f"{load_before} before, {loadavg()} after",
+            "crop+PNG+base64 alone": f"{enc:.3f} ms CPU per region ({ns.regions_per_page} line crops of a scan at A4 width)",
+        },
+    )
     text += "\n" + table(
-        ["bound", "regions", "regions/s", "ideal/s", "in flight mean (p50)", "in flight max", "CPU ms/region",
-         "of which not image encoding", "errors"],
-        [[r["bound"], r["regions"], r["regions_per_s"], r["ideal_per_s"], f"{r['in_flight_mean']} ({r['in_flight_p50']})",
-          r["in_flight_max"], r["cpu_ms_per_region"], round(r["cpu_ms_per_region"] - enc, 3), r["errors"]] for r in rows])
-    report("gpu_vllm", "vLLM dispatch", text, {"machine": info, "latency_ms": ns.latency_ms, "runs": rows,
-                                                "encode_ms_per_region": enc})
+        [
+            "bound",
+            "regions",
+            "regions/s",
+            "ideal/s",
+            "in flight mean (p50)",
+            "in flight max",
+            "CPU ms/region",
+            "of which not image encoding",
+            "errors",
+        ],
+        [
+            [
+                r["bound"],
+                r["regions"],
+                r["regions_per_s"],
+                r["ideal_per_s"],
+                f"{r['in_flight_mean']} ({r['in_flight_p50']})",
+                r["in_flight_max"],
+                r["cpu_ms_per_region"],
+                round(r["cpu_ms_per_region"] - enc, 3),
+                r["errors"],
+            ]
+            for r in rows
+        ],
+    )
+    report(
+        "gpu_vllm",
+        "vLLM dispatch",
+        text,
+        {"machine": info, "latency_ms": ns.latency_ms, "runs": rows, "encode_ms_per_region": enc},
+    )
 
 
 if __name__ == "__main__":

@@ -126,8 +126,13 @@ class _Handler(BaseHTTPRequestHandler):
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body.get("model", ""),
-                "choices": [{"index": 0, "finish_reason": reply.finish_reason,
-                             "message": {"role": "assistant", "content": reply.text}}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": reply.finish_reason,
+                        "message": {"role": "assistant", "content": reply.text},
+                    }
+                ],
                 "usage": {"prompt_tokens": 10, "completion_tokens": len(reply.text.split()), "total_tokens": 10},
             }
             disconnected = not self._json(200, payload, dribble_s=reply.dribble_s)

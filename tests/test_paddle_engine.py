@@ -26,20 +26,62 @@ V3_RESULT = {
         "input_path": None,
         "page_index": None,
         "boxes": [
-            {"cls_id": 6, "label": "doc_title", "score": 0.9612, "coordinate": [120.5, 80.25, 980.0, 140.75],
-             "order": 1, "polygon_points": [[120.5, 80.25], [980.0, 80.25], [980.0, 140.75], [120.5, 140.75]]},
-            {"cls_id": 22, "label": "text", "score": 0.9871, "coordinate": [120.0, 600.0, 540.0, 900.0],
-             "order": 3, "polygon_points": [[120, 600], [540, 610], [540, 900], [120, 890]]},
-            {"cls_id": 22, "label": "text", "score": 0.9790, "coordinate": [120.0, 180.0, 540.0, 560.0],
-             "order": 2, "polygon_points": [[120, 180], [540, 180], [540, 560], [120, 560]]},
-            {"cls_id": 21, "label": "table", "score": 0.95, "coordinate": [580.0, 180.0, 1000.0, 560.0],
-             "order": 4, "polygon_points": [[580, 180], [1000, 180], [1000, 560], [580, 560]]},
-            {"cls_id": 5, "label": "display_formula", "score": 0.91, "coordinate": [580.0, 600.0, 1000.0, 660.0],
-             "order": 5, "polygon_points": [[580, 600], [1000, 600], [1000, 660], [580, 660]]},
-            {"cls_id": 3, "label": "chart", "score": 0.88, "coordinate": [580.0, 700.0, 1000.0, 900.0],
-             "order": 6, "polygon_points": [[580, 700], [1000, 700], [1000, 900], [580, 900]]},
-            {"cls_id": 16, "label": "number", "score": 0.80, "coordinate": [540.0, 1500.0, 580.0, 1530.0],
-             "order": 7, "polygon_points": [[540, 1500], [580, 1500], [580, 1530], [540, 1530]]},
+            {
+                "cls_id": 6,
+                "label": "doc_title",
+                "score": 0.9612,
+                "coordinate": [120.5, 80.25, 980.0, 140.75],
+                "order": 1,
+                "polygon_points": [[120.5, 80.25], [980.0, 80.25], [980.0, 140.75], [120.5, 140.75]],
+            },
+            {
+                "cls_id": 22,
+                "label": "text",
+                "score": 0.9871,
+                "coordinate": [120.0, 600.0, 540.0, 900.0],
+                "order": 3,
+                "polygon_points": [[120, 600], [540, 610], [540, 900], [120, 890]],
+            },
+            {
+                "cls_id": 22,
+                "label": "text",
+                "score": 0.9790,
+                "coordinate": [120.0, 180.0, 540.0, 560.0],
+                "order": 2,
+                "polygon_points": [[120, 180], [540, 180], [540, 560], [120, 560]],
+            },
+            {
+                "cls_id": 21,
+                "label": "table",
+                "score": 0.95,
+                "coordinate": [580.0, 180.0, 1000.0, 560.0],
+                "order": 4,
+                "polygon_points": [[580, 180], [1000, 180], [1000, 560], [580, 560]],
+            },
+            {
+                "cls_id": 5,
+                "label": "display_formula",
+                "score": 0.91,
+                "coordinate": [580.0, 600.0, 1000.0, 660.0],
+                "order": 5,
+                "polygon_points": [[580, 600], [1000, 600], [1000, 660], [580, 660]],
+            },
+            {
+                "cls_id": 3,
+                "label": "chart",
+                "score": 0.88,
+                "coordinate": [580.0, 700.0, 1000.0, 900.0],
+                "order": 6,
+                "polygon_points": [[580, 700], [1000, 700], [1000, 900], [580, 900]],
+            },
+            {
+                "cls_id": 16,
+                "label": "number",
+                "score": 0.80,
+                "coordinate": [540.0, 1500.0, 580.0, 1530.0],
+                "order": 7,
+                "polygon_points": [[540, 1500], [580, 1500], [580, 1530], [540, 1530]],
+            },
         ],
     }
 }
@@ -79,9 +121,19 @@ def test_result_object_as_paddlex_builds_it_is_read():
             return {"res": {k: v for k, v in self.items() if k != "input_img"}}
 
     raw = LayoutAnalysisResult(
-        input_path=None, page_index=None, input_img=np.zeros((1600, 1100, 3), np.uint8),
-        boxes=[{"cls_id": 22, "label": "text", "score": 0.97, "coordinate": [120, 180, 540, 560], "order": 1,
-                "polygon_points": np.array([[120, 180], [540, 180], [540, 560], [120, 560]])}],
+        input_path=None,
+        page_index=None,
+        input_img=np.zeros((1600, 1100, 3), np.uint8),
+        boxes=[
+            {
+                "cls_id": 22,
+                "label": "text",
+                "score": 0.97,
+                "coordinate": [120, 180, 540, 560],
+                "order": 1,
+                "polygon_points": np.array([[120, 180], [540, 180], [540, 560], [120, 560]]),
+            }
+        ],
     )
     (box,) = paddle.boxes_from_result(raw)
     assert box.bbox == (120.0, 180.0, 540.0, 560.0) and box.order == 1
@@ -102,13 +154,55 @@ def test_partial_order_is_dropped_rather_than_mixed():
 
 
 def test_label_map_covers_both_models_and_task_types_follow_glm_ocr():
-    v3 = ["abstract", "algorithm", "aside_text", "chart", "content", "display_formula", "doc_title", "figure_title",
-          "footer", "footer_image", "footnote", "formula_number", "header", "header_image", "image",
-          "inline_formula", "number", "paragraph_title", "reference", "reference_content", "seal", "table", "text",
-          "vertical_text", "vision_footnote"]
-    plus_l = ["paragraph_title", "image", "text", "number", "abstract", "content", "figure_table_chart_title",
-              "formula", "table", "reference", "doc_title", "footnote", "header", "algorithm", "footer", "seal",
-              "chart", "formula_number", "aside_text", "reference_content"]
+    v3 = [
+        "abstract",
+        "algorithm",
+        "aside_text",
+        "chart",
+        "content",
+        "display_formula",
+        "doc_title",
+        "figure_title",
+        "footer",
+        "footer_image",
+        "footnote",
+        "formula_number",
+        "header",
+        "header_image",
+        "image",
+        "inline_formula",
+        "number",
+        "paragraph_title",
+        "reference",
+        "reference_content",
+        "seal",
+        "table",
+        "text",
+        "vertical_text",
+        "vision_footnote",
+    ]
+    plus_l = [
+        "paragraph_title",
+        "image",
+        "text",
+        "number",
+        "abstract",
+        "content",
+        "figure_table_chart_title",
+        "formula",
+        "table",
+        "reference",
+        "doc_title",
+        "footnote",
+        "header",
+        "algorithm",
+        "footer",
+        "seal",
+        "chart",
+        "formula_number",
+        "aside_text",
+        "reference_content",
+    ]
     for label in set(v3) | set(plus_l):
         ours, task = paddle.LABEL_MAP[label]
         assert ours in LABELS and task in ("text", "table", "formula", "chart", "skip", "abandon"), label
@@ -139,9 +233,13 @@ def test_real_model_on_gpu():
     """The real PP-DocLayoutV3 on a real scan, batched: boxes in our labels, a table-free page
     with text regions, reading order from the model."""
     image, _ = load_image_frame(dev_file("phototest.tif").read_bytes(), 0, 60_000_000)
-    engine = paddle.PaddleLayoutEngine(paddle.PaddleLayoutConfig(
-        model_dir=os.environ["OCR_PADDLE_MODEL_DIR"], model=os.environ.get("OCR_PADDLE_MODEL", "PP-DocLayoutV3"),
-        device=os.environ.get("OCR_PADDLE_DEVICE", "gpu:0")))
+    engine = paddle.PaddleLayoutEngine(
+        paddle.PaddleLayoutConfig(
+            model_dir=os.environ["OCR_PADDLE_MODEL_DIR"],
+            model=os.environ.get("OCR_PADDLE_MODEL", "PP-DocLayoutV3"),
+            device=os.environ.get("OCR_PADDLE_DEVICE", "gpu:0"),
+        )
+    )
     pages = engine.detect([image, np.ascontiguousarray(image[: image.shape[0] // 2])])
     assert len(pages) == 2
     assert any(b.label in ("text", "title") for b in pages[0])

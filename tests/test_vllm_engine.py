@@ -28,8 +28,14 @@ PAGE[100:140, 50:350] = (10, 20, 30)  # something to see in the first crop
 
 
 def recognizer(server: OpenAIServer, **overrides) -> VllmRecognizer:
-    fields = {"base_url": server.url, "timeout_s": 5.0, "retries": 2, "backoff_s": 0.01, "backoff_max_s": 0.05,
-              "cancel_poll_s": 0.05}
+    fields = {
+        "base_url": server.url,
+        "timeout_s": 5.0,
+        "retries": 2,
+        "backoff_s": 0.01,
+        "backoff_max_s": 0.05,
+        "cancel_poll_s": 0.05,
+    }
     fields.update(overrides)
     return VllmRecognizer(VllmConfig(**fields))
 
@@ -63,12 +69,17 @@ def test_requests_carry_model_image_prompt_and_sampling():
         assert crop.format == "PNG"
     # The text region's crop is the box plus padding, and it carries the dark band we drew.
     text_body = next(b for b in bodies if prompt_of(b) == glm["prompts"]["text"])
-    crop = np.asarray(Image.open(io.BytesIO(base64.b64decode(
-        text_body["messages"][0]["content"][0]["image_url"]["url"].split(",", 1)[1]))).convert("RGB"))
+    crop = np.asarray(
+        Image.open(
+            io.BytesIO(base64.b64decode(text_body["messages"][0]["content"][0]["image_url"]["url"].split(",", 1)[1]))
+        ).convert("RGB")
+    )
     assert crop.shape[:2] == (40 + 8, 300 + 8)
     assert crop[4:44, 4:304].mean() < 40 and crop[:3].mean() > 250
     # Each answer went back to its own region.
-    assert [t.text for t in result.texts] == [f"answer to: {glm['prompts'][t]}" for t in ("text", "table", "formula", "chart")]
+    assert [t.text for t in result.texts] == [
+        f"answer to: {glm['prompts'][t]}" for t in ("text", "table", "formula", "chart")
+    ]
     assert rec.name == "vllm:glm-ocr"
 
 
@@ -98,14 +109,20 @@ def test_one_stage_page_grounding_becomes_regions_in_page_pixels():
     with OpenAIServer(lambda body, n: Reply(text=answer)) as server:
         result = recognizer(server, profile="deepseek-ocr").recognize(PAGE, [])
     (body,) = server.stats.requests
-    page_image = Image.open(io.BytesIO(base64.b64decode(body["messages"][0]["content"][0]["image_url"]["url"].split(",", 1)[1])))
+    page_image = Image.open(
+        io.BytesIO(base64.b64decode(body["messages"][0]["content"][0]["image_url"]["url"].split(",", 1)[1]))
+    )
     assert page_image.size == (400, 600)  # the whole page went, not a crop
     labels = [box.label for box, _ in result.extra]
     assert labels == ["title", "text", "table"]
     title_box = result.extra[0][0].bbox
     # 0..999 model space → 400×600 page pixels.
     assert title_box == pytest.approx((100 / 999 * 400, 50 / 999 * 600, 899 / 999 * 400, 100 / 999 * 600), abs=0.1)
-    assert [t.text for _, t in result.extra] == ["# Annual report", "Revenue grew.", "<table><tr><td>1</td></tr></table>"]
+    assert [t.text for _, t in result.extra] == [
+        "# Annual report",
+        "Revenue grew.",
+        "<table><tr><td>1</td></tr></table>",
+    ]
     assert result.texts == []
 
 
@@ -123,6 +140,7 @@ def test_429_and_503_are_retried_then_succeed():
 def test_hung_server_times_out_and_region_fails_with_stable_code_after_retries():
     """Tables hang, text answers: the table region fails alone with vllm:timeout after
     1 + retries attempts; the page still returns."""
+
     def tables_hang(body, n):
         return Reply(hang=True) if prompt_of(body) == "Table Recognition:" else Reply(text="ok")
 

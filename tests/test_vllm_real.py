@@ -9,6 +9,7 @@ completes through the ``ocr`` queue, the in-flight bound holds, and vLLM's own
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -21,7 +22,7 @@ import pytest
 
 from apps.jobs.models import Region
 from ocrsite.celery import app as celery_app
-from tests.conftest import dev_file, upload, wait_for_job
+from tests.conftest import ARTIFACTS, dev_file, upload, wait_for_job
 from tests.queues import Broker
 from workers.engines import profiles
 from workers.engines.base import LayoutBox
@@ -36,19 +37,35 @@ def model_id() -> str:
     return httpx.get(f"{URL}/models", timeout=30).json()["data"][0]["id"]
 
 
-def metric(name: str) -> float:
-    text = httpx.get(URL.removesuffix("/v1") + "/metrics", timeout=30).text
-    match = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)", text, re.M)
-    assert match, f"{name} not in /metrics"
-    return float(match.group(1))
+def metrics() -> str:
+    return httpx.get(URL.removesuffix("/v1") + "/metrics", timeout=60).text
+
+
+def metric(name: str, text: str | None = None) -> float:
+    """The sum over a metric's series (counters such as request_success_total have one per
+    finished_reason)."""
+    values = re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)", text or metrics(), re.M)
+    assert values, f"{name} not in /metrics"
+    return sum(float(v) for v in values)
 
 
 @pytest.mark.django_db(transaction=True)
 def test_real_job_through_ocr_queue(api, worker, start_worker, redis_client, model_id):
     name = "vllm-real"
-    proc = start_worker(queues="ocr", concurrency=1, name=name, env={
-        "OCR_RECOGNIZER": "vllm", "VLLM_BASE_URL": URL, "VLLM_PROFILE": "qwen-vl", "VLLM_MODEL": model_id,
-        "VLLM_MAX_TOKENS": "16", "VLLM_TIMEOUT_S": "300", "VLLM_RETRIES": "1"})
+    proc = start_worker(
+        queues="ocr",
+        concurrency=1,
+        name=name,
+        env={
+            "OCR_RECOGNIZER": "vllm",
+            "VLLM_BASE_URL": URL,
+            "VLLM_PROFILE": "qwen-vl",
+            "VLLM_MODEL": model_id,
+            "VLLM_MAX_TOKENS": "16",
+            "VLLM_TIMEOUT_S": "300",
+            "VLLM_RETRIES": "1",
+        },
+    )
     broker = Broker(celery_app, redis_client)
     try:
         with broker.paused("ocr", keep=(f"{name}@{socket.gethostname()}",)):
@@ -65,34 +82,52 @@ def test_real_job_through_ocr_queue(api, worker, start_worker, redis_client, mod
 
 
 def test_burst_queues_inside_vllm_and_drains(model_id, monkeypatch):
-    """Twelve long requests against max-num-seqs 2: vLLM's waiting gauge goes above 0 while the
-    recognizer's own bound (12) is never exceeded, then everything drains to 0."""
+    """24 long requests against max-num-seqs 2: vLLM's waiting gauge goes above 0 while the
+    recognizer's own bound (24) is never exceeded, then everything drains to 0. Answers are
+    long (ignore_eos, 1,800 tokens) so the burst outlasts /metrics stalls on two busy cores."""
     burst = dict(profiles.get("qwen-vl"), sampling={"ignore_eos": True})  # long answers, so they queue
     monkeypatch.setitem(profiles.PROFILES, "tiny-burst", burst)
-    rec = VllmRecognizer(VllmConfig(base_url=URL, profile="tiny-burst", model=model_id, max_in_flight=12,
-                                    max_tokens=300, timeout_s=600, retries=0))
+    rec = VllmRecognizer(
+        VllmConfig(
+            base_url=URL,
+            profile="tiny-burst",
+            model=model_id,
+            max_in_flight=24,
+            max_tokens=1800,
+            timeout_s=600,
+            retries=0,
+        )
+    )
     page = np.full((200, 200, 3), 200, np.uint8)
-    regions = [LayoutBox("text", (0, 0, 64 + i, 48)) for i in range(12)]
+    regions = [LayoutBox("text", (0, 0, 64 + i, 48)) for i in range(24)]
     seen: list[tuple[float, float]] = []
     done = threading.Event()
 
     def poll() -> None:
         while not done.is_set():
             try:
-                seen.append((metric("vllm:num_requests_waiting"), metric("vllm:num_requests_running")))
+                text = metrics()  # one scrape per sample: it can take seconds on two busy cores
+                seen.append((metric("vllm:num_requests_waiting", text), metric("vllm:num_requests_running", text)))
             except httpx.HTTPError:
                 pass  # /metrics can stall for seconds under load on 2 cores
             time.sleep(0.2)
 
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
+    # Several staggered scrapers: on two busy cores one /metrics answer can take tens of seconds,
+    # and a single scraper would only see the gauges before and after the burst.
+    pollers = [threading.Thread(target=poll, daemon=True) for _ in range(4)]
+    for poller in pollers:
+        poller.start()
+        time.sleep(0.25)
     try:
         result = rec.recognize(page, regions)
     finally:
         done.set()
-        poller.join(timeout=60)
+        for poller in pollers:
+            poller.join(timeout=90)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "vllm-real-burst.json").write_text(json.dumps({"waiting_running": seen, "peak": rec.peak_in_flight}))
     assert all(t.error is None for t in result.texts), [t.error for t in result.texts]
-    assert rec.peak_in_flight == 12
+    assert rec.peak_in_flight == 24
     assert max(w for w, _ in seen) > 0, seen
     assert max(r for _, r in seen) <= 2
     deadline = time.monotonic() + 60

@@ -26,12 +26,15 @@ def test_loop_truncated_mid_unit_is_cut():
     assert flagged and cut.count("\\frac{a}{b}") == 1 and cut.startswith("Intro.")
 
 
-@pytest.mark.parametrize("text", [
-    "Chapter 1 .................................. 5",  # dot leaders: short single-char run mid-line
-    "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |",
-    "A normal paragraph that ends normally, with no repetition at all in it whatsoever.",
-    "ha ha ha",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Chapter 1 .................................. 5",  # dot leaders: short single-char run mid-line
+        "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |",
+        "A normal paragraph that ends normally, with no repetition at all in it whatsoever.",
+        "ha ha ha",
+    ],
+)
 def test_ordinary_text_is_left_alone(text):
     assert vlm_output.cut_loop(text, truncated=True) == (text, False)
 
@@ -49,13 +52,18 @@ def test_loop_check_is_cheap_on_a_long_normal_answer():
     assert (time.process_time() - started) / 20 < 0.005
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ("```markdown\n# Title\nBody\n```", "# Title\nBody"),
-    ("Here is the transcribed text:\nHello world", "Hello world"),
-    ("Sure! Here's the table:\n```html\n<table><tr><td>1</td></tr></table>\n```\nLet me know if you need more.",
-     "<table><tr><td>1</td></tr></table>"),
-    ("Plain answer", "Plain answer"),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("```markdown\n# Title\nBody\n```", "# Title\nBody"),
+        ("Here is the transcribed text:\nHello world", "Hello world"),
+        (
+            "Sure! Here's the table:\n```html\n<table><tr><td>1</td></tr></table>\n```\nLet me know if you need more.",
+            "<table><tr><td>1</td></tr></table>",
+        ),
+        ("Plain answer", "Plain answer"),
+    ],
+)
 def test_chat_artefacts_are_stripped(raw, expected):
     assert vlm_output.strip_chat_artefacts(raw) == expected
 
@@ -65,15 +73,18 @@ def test_formula_delimiters_are_removed():
     assert vlm_output.clean("\\[ a^2 \\]", task="formula", finish_reason="stop")[0] == "a^2"
 
 
-@pytest.mark.parametrize("table, valid", [
-    ("<table><tr><td>1</td><td>2</td></tr></table>", True),
-    ("<table><tr><td>1</td><td>2</td></tr>", False),  # cut before </table>
-    ("<table><tr><td>1</tr></td></table>", False),  # crossed tags
-    ("| a | b |\n| --- | --- |\n| 1 | 2 |", True),
-    ("| a | b |\n| --- | --- |\n| 1 | 2 | 3 |", False),
-    ("| a | b |\n| 1 | 2 |", False),  # no separator row
-    ("just words", False),
-])
+@pytest.mark.parametrize(
+    "table, valid",
+    [
+        ("<table><tr><td>1</td><td>2</td></tr></table>", True),
+        ("<table><tr><td>1</td><td>2</td></tr>", False),  # cut before </table>
+        ("<table><tr><td>1</tr></td></table>", False),  # crossed tags
+        ("| a | b |\n| --- | --- |\n| 1 | 2 |", True),
+        ("| a | b |\n| --- | --- |\n| 1 | 2 | 3 |", False),
+        ("| a | b |\n| 1 | 2 |", False),  # no separator row
+        ("just words", False),
+    ],
+)
 def test_tables_are_validated(table, valid):
     assert vlm_output.table_is_valid(table) is valid
     flags = vlm_output.clean(table, task="table", finish_reason="stop")[1]
@@ -81,10 +92,12 @@ def test_tables_are_validated(table, valid):
 
 
 def test_grounding_parses_labels_boxes_and_text():
-    raw = ("<|ref|>title<|/ref|><|det|>[[0, 0, 999, 99]]<|/det|>\n# Heading\n\n"
-           "<|ref|>image<|/ref|><|det|>[[10, 100, 500, 500], [510, 100, 999, 500]]<|/det|>\n"
-           "<|ref|>text<|/ref|><|det|>[[x, y]]<|/det|>\nunparseable box\n"
-           "<|ref|>text<|/ref|><|det|>[[0, 600, 999, 1200]]<|/det|>\nBody<|end▁of▁sentence|>")
+    raw = (
+        "<|ref|>title<|/ref|><|det|>[[0, 0, 999, 99]]<|/det|>\n# Heading\n\n"
+        "<|ref|>image<|/ref|><|det|>[[10, 100, 500, 500], [510, 100, 999, 500]]<|/det|>\n"
+        "<|ref|>text<|/ref|><|det|>[[x, y]]<|/det|>\nunparseable box\n"
+        "<|ref|>text<|/ref|><|det|>[[0, 600, 999, 1200]]<|/det|>\nBody<|end▁of▁sentence|>"
+    )
     blocks = vlm_output.parse_grounding(raw, width=1000, height=2000, coord_scale=999)
     assert [b.label for b in blocks] == ["title", "image", "image", "text"]
     assert blocks[0].bbox == (0.0, 0.0, 1000.0, pytest.approx(198.2, abs=0.1))
@@ -127,7 +140,9 @@ def test_serve_args_cli(capsys):
 def test_k8s_profiles_file_matches_the_profiles():
     """k8s/vllm/profiles.yaml is rendered from profiles.py; the two must not drift."""
     path = Path(__file__).resolve().parent.parent / profiles.K8S_FILE
-    assert path.read_text() == profiles.render_k8s(), "run: python -m workers.engines.profiles k8s > k8s/vllm/profiles.yaml"
+    assert path.read_text() == profiles.render_k8s(), (
+        "run: python -m workers.engines.profiles k8s > k8s/vllm/profiles.yaml"
+    )
     import yaml
 
     data = yaml.safe_load(path.read_text())

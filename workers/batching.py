@@ -96,8 +96,12 @@ class Collector(Batches):
                 # consumer restores to after a broker reconnect.
                 consumer.prefetch_multiplier = multiplier
                 consumer.initial_prefetch_count = max(consumer.initial_prefetch_count, multiplier * procs)
-                log.info("%s: prefetch raised to %d so a batch of %d can fill", self.name,
-                         consumer.initial_prefetch_count, self.flush_every)
+                log.info(
+                    "%s: prefetch raised to %d so a batch of %d can fill",
+                    self.name,
+                    consumer.initial_prefetch_count,
+                    self.flush_every,
+                )
         return handler
 
 

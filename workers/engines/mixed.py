@@ -32,8 +32,15 @@ class MixedRecognizer:
         texts = list(base.texts)
         for i, text in zip(picked, better.texts, strict=True):
             # A VLM failure keeps the CPU text (flagged) rather than losing the region.
-            texts[i] = text if text.error is None else type(text)(
-                texts[i].text, texts[i].confidence, texts[i].lines, (*texts[i].flags, "vlm-fallback"),
-                texts[i].latency_ms,
+            texts[i] = (
+                text
+                if text.error is None
+                else type(text)(
+                    texts[i].text,
+                    texts[i].confidence,
+                    texts[i].lines,
+                    (*texts[i].flags, "vlm-fallback"),
+                    texts[i].latency_ms,
+                )
             )
         return Recognition(texts=texts, extra=base.extra)

@@ -99,13 +99,15 @@ def boxes_from_result(result: Any) -> list[LayoutBox]:
             continue
         polygon = _polygon(item.get("polygon_points"))
         order = item.get("order")
-        boxes.append(LayoutBox(
-            label=ours,
-            bbox=(round(x0, 1), round(y0, 1), round(x1, 1), round(y1, 1)),
-            score=round(float(item.get("score", 1.0)), 4),
-            polygon=polygon,
-            order=int(order) if order is not None else None,
-        ))
+        boxes.append(
+            LayoutBox(
+                label=ours,
+                bbox=(round(x0, 1), round(y0, 1), round(x1, 1), round(y1, 1)),
+                score=round(float(item.get("score", 1.0)), 4),
+                polygon=polygon,
+                order=int(order) if order is not None else None,
+            )
+        )
     if any(b.order is None for b in boxes):
         # Partial orders cannot be merged with XY-cut; let the pipeline order all of them.
         boxes = [LayoutBox(b.label, b.bbox, b.score, b.polygon, None) for b in boxes]
@@ -136,8 +138,11 @@ class PaddleLayoutEngine:
 
     def __init__(self, config: PaddleLayoutConfig) -> None:
         if config.model not in MODELS:
-            raise EngineError("engine:misconfigured",
-                              f"OCR_PADDLE_MODEL={config.model!r}; choose one of {', '.join(MODELS)}", permanent=True)
+            raise EngineError(
+                "engine:misconfigured",
+                f"OCR_PADDLE_MODEL={config.model!r}; choose one of {', '.join(MODELS)}",
+                permanent=True,
+            )
         model_dir = Path(config.model_dir) if config.model_dir else None
         if model_dir is None or not model_dir.is_dir() or not any(model_dir.iterdir()):
             raise EngineError(
@@ -149,9 +154,11 @@ class PaddleLayoutEngine:
         try:
             from paddleocr import LayoutDetection  # GPU image only: requirements/gpu.txt
         except ImportError as exc:
-            raise EngineError("engine:unavailable",
-                              f"paddleocr is not installed ({exc}); install requirements/gpu.txt or use "
-                              "OCR_LAYOUT_ENGINE=cpu", permanent=True) from exc
+            raise EngineError(
+                "engine:unavailable",
+                f"paddleocr is not installed ({exc}); install requirements/gpu.txt or use OCR_LAYOUT_ENGINE=cpu",
+                permanent=True,
+            ) from exc
         self.config = config
         self.name = f"paddle:{config.model}"
         self._model = LayoutDetection(model_name=config.model, model_dir=str(model_dir), device=config.device)
@@ -162,8 +169,14 @@ class PaddleLayoutEngine:
         # PaddleOCR reads arrays as OpenCV does (BGR); ours are RGB.
         batch = [np.ascontiguousarray(img[:, :, ::-1]) if img.ndim == 3 else img for img in images]
         try:
-            results = list(self._model.predict(batch, batch_size=self.config.batch_size,
-                                               threshold=self.config.threshold, layout_nms=self.config.layout_nms))
+            results = list(
+                self._model.predict(
+                    batch,
+                    batch_size=self.config.batch_size,
+                    threshold=self.config.threshold,
+                    layout_nms=self.config.layout_nms,
+                )
+            )
         except MemoryError as exc:
             raise EngineError("layout:oom", "out of memory in layout detection", permanent=False) from exc
         except RuntimeError as exc:  # CUDA errors surface as RuntimeError; a retry may land elsewhere

@@ -79,8 +79,14 @@ def recognizer(config: EngineSettings) -> Recognizer:
             return MixedRecognizer(_cpu_recognizer(config.cpu_recognizer), vlm, config.vllm_labels)
         return vlm
     if config.recognizer == "vllm-page":
-        return _vllm(replace(config.vllm, profile=config.vllm_page_profile, model=config.vllm_page_model,
-                             base_url=config.vllm_page_base_url or config.vllm.base_url))
+        return _vllm(
+            replace(
+                config.vllm,
+                profile=config.vllm_page_profile,
+                model=config.vllm_page_model,
+                base_url=config.vllm_page_base_url or config.vllm.base_url,
+            )
+        )
     raise EngineError(
         "engine:unavailable",
         f"recognizer {config.recognizer!r} is not available; set OCR_RECOGNIZER to one of cpu, vllm",
