@@ -117,6 +117,8 @@ def test_list_filters_by_status_and_pages(api, user):
     several = api.get("/api/v1/jobs?status=failed,cancelled").json()
     assert several["count"] == 2 and {j["status"] for j in several["results"]} == {"failed", "cancelled"}
     _error(api.get(f"/api/v1/jobs/{Job.objects.get(tenant='someone-else').pk}"), 404, "job:not-found")
+    # An unknown status (here with a NUL byte, which PostgreSQL refuses in text) is a 400, not a 500.
+    _error(api.get("/api/v1/jobs?status=done%00"), 400, "request:bad-status")
 
 
 @pytest.mark.django_db

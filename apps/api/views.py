@@ -103,7 +103,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         qs = Job.objects.filter(tenant=tenant_of(self.request)).order_by("-created_at")
         wanted = self.request.query_params.get("status")
         if wanted:
-            qs = qs.filter(status__in=wanted.split(","))
+            statuses = wanted.split(",")
+            unknown = [s for s in statuses if s not in Job.Status.values]
+            if unknown:
+                # Validated, not passed through: a NUL byte in a filter once reached PostgreSQL as a 500.
+                raise ApiError(400, "request:bad-status", f"status must be among {', '.join(Job.Status.values)}")
+            qs = qs.filter(status__in=statuses)
         return qs
 
     @extend_schema(
