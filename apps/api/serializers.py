@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.jobs.models import Job
@@ -40,10 +41,12 @@ class JobSerializer(serializers.ModelSerializer):
             "progress", "error", "created_at", "started_at", "finished_at", "links",
         ]
 
-    def get_progress(self, job: Job) -> ProgressSerializer:
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, job: Job) -> dict:
         return {"pages_done": job.pages_done, "pages_failed": job.pages_failed, "pages_total": job.page_count}
 
-    def get_error(self, job: Job) -> ErrorSerializer | None:
+    @extend_schema_field(ErrorSerializer(allow_null=True))
+    def get_error(self, job: Job) -> dict | None:
         if not job.error_code:
             return None
         return {"code": job.error_code, "message": job.error_message}
