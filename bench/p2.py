@@ -44,7 +44,8 @@ def _time_tess(engine: Tesseract, page, path: str) -> tuple[float, str]:
 def compare(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(prog="bench p2")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--single-thread", action="store_true", help="also run both sides on one thread")
+    parser.add_argument("--no-single-thread", action="store_true",
+                        help="skip the pair with both sides on one thread (Tesseract's fastest setting here)")
     args = parser.parse_args(argv)
 
     settings = django_settings()
@@ -54,7 +55,7 @@ def compare(argv: list[str]) -> dict:
     load_before = common.loadavg()
 
     pairs = [("runtime default", Rapid(production_config()), Tesseract(0))]
-    if args.single_thread:
+    if not args.no_single_thread:
         pairs.append(("1 thread each", Rapid(production_config(threads=1)), Tesseract(1)))
 
     per_page: list[dict] = []
@@ -115,14 +116,28 @@ def compare(argv: list[str]) -> dict:
         ["threads", "page", "pixels", "rapidocr s", "rapidocr F1", "tesseract s", "tesseract F1"],
         [[r["threads"], r["page"], r["pixels"], r["rapid_s"], r["rapid_f1"], r["tess_s"], r["tess_f1"]]
          for r in per_page])
-    md += "\n\nGoal (at least Tesseract's speed at ≥ its F1, all pages): " + "; ".join(
+    md += "\n\nGoal (at least Tesseract's speed at ≥ its F1, all pages), per thread setting: " + "; ".join(
         f"{s}: {'MET' if m else 'NOT MET'} (speed × {x:.2f}, ΔF1 {d:+.3f})" for s, m, x, d in verdicts) + "\n"
-    data = {"machine": info, "per_page": per_page, "summary": summary, "config": asdict(cfg), "dpi": dpi}
+    # The goal proper: each engine in its own fastest setting (Debian's Tesseract is built with
+    # OpenMP, which on a small box is several times slower than OMP_THREAD_LIMIT=1).
+    alls = [row for row in summary if row[1] == "all"]
+    best_r = min(alls, key=lambda row: row[3])
+    best_t = min(alls, key=lambda row: row[5])
+    best_met = best_r[3] <= best_t[5] and best_r[4] >= best_t[6]
+    md += (f"\nEach at its fastest: rapidocr ({best_r[0]}) {best_r[3]:.2f} s/page F1 {best_r[4]:.3f} vs Tesseract "
+           f"({best_t[0]}) {best_t[5]:.2f} s/page F1 {best_t[6]:.3f}: speed × {best_t[5] / best_r[3]:.2f} → goal "
+           f"{'MET' if best_met else 'NOT MET'}.\n")
+    data = {"machine": info, "per_page": per_page, "summary": summary, "config": asdict(cfg), "dpi": dpi,
+            "best_vs_best_met": best_met}
     common.report("p2", "P2", md, data)
     return data
 
 
 # --- p2tune: one knob at a time ----------------------------------------------------------------
+
+# A dense 6-pt statistics table: the page that shows what a smaller detection input costs (a 960-px
+# cap kept F1 on the other dev pages and took this one from 0.85 to 0.23).
+SMALL_PRINT = "table_nics-background-checks-2015-11.pdf"
 
 # (label, CpuRecognizerConfig overrides, rendering DPI or None for OCR_DPI)
 KNOBS: list[tuple[str, dict, int | None]] = [
@@ -161,7 +176,7 @@ def tune(argv: list[str]) -> dict:
     parser.add_argument("--only", default="", help="comma-separated knob labels (substring match)")
     parser.add_argument("--base", default="", help="overrides under every knob, e.g. det_limit_type=max,det_limit_side=960")
     parser.add_argument("--pages", default="phototest.tif,eurotext.tif,scanned_ocr_test.pdf p1,"
-                        "multi_page.pdf p1,multi_page.pdf p2,multi_page.pdf p5")
+                        "multi_page.pdf p1,multi_page.pdf p2,multi_page.pdf p5," + SMALL_PRINT + " p1")
     args = parser.parse_args(argv)
 
     settings = django_settings()
@@ -178,7 +193,7 @@ def tune(argv: list[str]) -> dict:
     for label, overrides, dpi in knobs:
         dpi = dpi or base_dpi
         if dpi not in by_dpi:
-            by_dpi[dpi] = _pages(dpi, only=only)
+            by_dpi[dpi] = _pages(dpi, ("multi_page.pdf", SMALL_PRINT), only=only)
         engine = Rapid(production_config(**{**base, **overrides}), label)
         engine.warm(by_dpi[dpi][0].image)
         engines.append((label, overrides, dpi, engine))

@@ -38,12 +38,12 @@ class CpuLayoutConfig:
 class CpuRecognizerConfig:
     threads: int = 0
     det_max_side: int = 2000  # the whole page is first scaled to fit this (crops for recognition too)
-    # Detection input: "max" caps the long side at det_limit_side, "min" grows the short side to it.
-    # bench p2tune on this 2-core box: capping at 960 halved detection (0.3 s instead of 1.7 s on a
-    # 200-dpi A4 page) at the same word F1, because recognition still reads crops of the full page;
-    # 736 was a little faster but lost words on the small print of the dev pages.
-    det_limit_side: int = 960
-    det_limit_type: str = "max"
+    # Detection input: "min" grows the short side to det_limit_side (so a page is detected at full
+    # resolution), "max" caps the long side at it. bench p2tune: "max" 960 halves a 200-dpi A4
+    # page's detection (0.3 s instead of 1.7 s) at the same F1 on normal print, but the dense 6-pt
+    # table page (table_nics…) fell from word F1 0.85 to 0.23, so full resolution stays the default.
+    det_limit_side: int = 736
+    det_limit_type: str = "min"
     rec_batch: int = 16
     use_cls: bool = False
     text_score: float = 0.5
