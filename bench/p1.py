@@ -59,7 +59,7 @@ def _direct_worker(threads: int, warm: bytes, tasks, results, ready, start) -> N
 def run_direct(pages: list[bytes], workers: int, threads: int) -> dict:
     ctx = mp.get_context("spawn")  # onnxruntime thread pools do not survive fork
     tasks, results, ready, start = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_direct_worker, args=(threads, pages[0], tasks, results, ready, start))
+    procs = [ctx.Process(target=_direct_worker, args=(threads, pages[0], tasks, results, ready, start), daemon=True)
              for _ in range(workers)]
     for p in procs:
         p.start()
