@@ -211,7 +211,7 @@ def run(argv: list[str]) -> dict:
     title = "P4 — ingest under 64 concurrent 1 MB uploads" + (" (worker class sweep)" if args.sweep else "")
     md = common.header(title, info, extra)
     md += "\n" + common.table(
-        ["server", "202/s", "p50 ms", "p99 ms", "max ms", "statuses", "socket errors", "job rows",
+        ["server", "202/s", "p50 ms", "p99 ms", "max ms", "statuses", "wrk errors (non-2xx incl.)", "job rows",
          "queued msgs", "ratio to reference", "load avg at start", "goal (ratio ≥ 1, p99 ≤ 50 ms)"], rows)
     md += "\n"
     data = {"machine": info, "results": results}
