@@ -34,8 +34,10 @@ test: venv services
 test-vllm: venv services
 	bash .ci/vllm.sh
 
-up: migrate services
-	$(BIN)/honcho start -f Procfile
+# The local stack needs only Redis (SQLite is the default database; set DATABASE_URL for PostgreSQL).
+up: migrate
+	OCR_NEED_POSTGRES=$$(case "$$DATABASE_URL" in postgres*) echo 1;; *) echo 0;; esac) bash .ci/services.sh
+	$(BIN)/honcho start -f compose/Procfile -d .
 
 bench: venv services
 	$(BIN)/python -m bench $(BENCH_ARGS)

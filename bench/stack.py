@@ -34,17 +34,19 @@ def env(**extra: str) -> dict[str, str]:
     rate limits and daily quota are lifted: the benchmark measures throughput, not the door's
     spending controls (backpressure stays on, with its default threshold raised above the load)."""
     out = dict(os.environ)
-    out.update({
-        "DJANGO_SETTINGS_MODULE": "ocrsite.settings",
-        "DATABASE_URL": DB_URL,
-        "CELERY_BROKER_URL": BROKER_URL,
-        "OCR_MEDIA_ROOT": str(MEDIA),
-        "OCR_RATE_SUBMISSIONS": "",
-        "OCR_RATE_POLLS": "",
-        "OCR_QUOTA_PAGES_PER_DAY": "0",
-        "OCR_BACKPRESSURE_PAGES": "1000000",
-        "PYTHONUNBUFFERED": "1",
-    })
+    out.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "ocrsite.settings",
+            "DATABASE_URL": DB_URL,
+            "CELERY_BROKER_URL": BROKER_URL,
+            "OCR_MEDIA_ROOT": str(MEDIA),
+            "OCR_RATE_SUBMISSIONS": "",
+            "OCR_RATE_POLLS": "",
+            "OCR_QUOTA_PAGES_PER_DAY": "0",
+            "OCR_BACKPRESSURE_PAGES": "1000000",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     out.update(extra)
     return out
 
@@ -66,13 +68,17 @@ def prepare_database() -> str:
     """Create ``ocr_bench`` if missing, migrate it, and return a DRF token for a bench user."""
     host = subprocess.run(
         ["psql", "-h", "127.0.0.1", "-U", "postgres", "-tAc", f"select 1 from pg_database where datname='{DB_NAME}'"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     if host.returncode != 0:
         raise RuntimeError(f"PostgreSQL on 127.0.0.1:5432 is not reachable: {host.stderr.strip()}")
     if host.stdout.strip() != "1":
-        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-c", f"create database {DB_NAME}"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["psql", "-h", "127.0.0.1", "-U", "postgres", "-c", f"create database {DB_NAME}"],
+            check=True,
+            capture_output=True,
+        )
     manage = [str(BIN / "python"), "manage.py"]
     subprocess.run([*manage, "migrate", "--verbosity", "0"], cwd=ROOT, env=env(), check=True)
     script = (
@@ -80,8 +86,9 @@ def prepare_database() -> str:
         "u, _ = get_user_model().objects.get_or_create(username='bench'); "
         "print(Token.objects.get_or_create(user=u)[0].key)"
     )
-    out = subprocess.run([*manage, "shell", "-c", script], cwd=ROOT, env=env(), check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [*manage, "shell", "-c", script], cwd=ROOT, env=env(), check=True, capture_output=True, text=True
+    )
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -106,9 +113,16 @@ class Proc:
         self.log = LOGS / f"{name}.log"
         self.cmd = cmd
         fh = self.log.open("w")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=environ, stdout=fh, stderr=subprocess.STDOUT,
-                                     shell=shell, start_new_session=True,
-                                     executable="/bin/bash" if shell else None)
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=environ,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            shell=shell,
+            start_new_session=True,
+            executable="/bin/bash" if shell else None,
+        )
 
     def tail(self, n: int = 40) -> str:
         try:
@@ -132,7 +146,7 @@ class Proc:
 
 def procfile_web(port: int) -> str:
     """The Procfile's web line with the bench port: P1 measures the web server as deployed."""
-    for line in (ROOT / "Procfile").read_text().splitlines():
+    for line in (ROOT / "compose" / "Procfile").read_text().splitlines():
         if line.startswith("web:"):
             return line.split(":", 1)[1].strip().replace("127.0.0.1:8000", f"127.0.0.1:{port}")
     raise RuntimeError("Procfile has no web line")
@@ -157,9 +171,23 @@ def start_web(cmd: str, port: int, name: str = "web", environ: dict[str, str] | 
 def start_worker(concurrency: int, environ: dict[str, str], name: str = "bench") -> Proc:
     """One worker consuming every queue with ``concurrency`` prefork children: W processes.
     Log level INFO as in the Procfile; "ready." in its log is the signal it consumes."""
-    cmd = [str(BIN / "celery"), "-A", "ocrsite", "worker", "-Q", "cpu,layout,ocr", "-n", f"{name}@%h",
-           "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-           "--without-heartbeat"]
+    cmd = [
+        str(BIN / "celery"),
+        "-A",
+        "ocrsite",
+        "worker",
+        "-Q",
+        "cpu,layout,ocr",
+        "-n",
+        f"{name}@%h",
+        "--concurrency",
+        str(concurrency),
+        "--loglevel",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
     proc = Proc(f"worker-{name}", cmd, environ)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:

@@ -470,7 +470,7 @@ def test_changelist_filters_search_and_dashboard():
 
 
 def _procfile_command(name: str) -> str:
-    for line in (Path(__file__).resolve().parent.parent / "Procfile").read_text().splitlines():
+    for line in (Path(__file__).resolve().parent.parent / "compose" / "Procfile").read_text().splitlines():
         if line.startswith(f"{name}:"):
             return line.split(":", 1)[1].strip()
     raise AssertionError(f"no {name} line in the Procfile")
