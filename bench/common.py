@@ -125,8 +125,9 @@ def scan_pages(dpi: int = 200) -> list[TruthPage]:
     return [
         TruthPage("phototest.tif", "scan", photo, photo_dpi, (DEV / "phototest.gold.txt").read_text()),
         TruthPage("eurotext.tif", "scan", euro, euro_dpi, (DEV / "eurotext.txt").read_text()),
-        TruthPage("scanned_ocr_test.pdf p1", "scan", render(DEV / "scanned_ocr_test.pdf", 0, dpi), dpi,
-                  SCANNED_OCR_TEST_TEXT),
+        TruthPage(
+            "scanned_ocr_test.pdf p1", "scan", render(DEV / "scanned_ocr_test.pdf", 0, dpi), dpi, SCANNED_OCR_TEST_TEXT
+        ),
     ]
 
 
@@ -139,8 +140,11 @@ def born_digital_pages(dpi: int = 200, files: Sequence[str] = ("multi_page.pdf",
         with pymupdf.open(DEV / name) as doc:
             count = len(doc)
         for i in range(count):
-            out.append(TruthPage(f"{name} p{i + 1}", "born-digital", render(DEV / name, i, dpi), dpi,
-                                 text_layer(DEV / name, i)))
+            out.append(
+                TruthPage(
+                    f"{name} p{i + 1}", "born-digital", render(DEV / name, i, dpi), dpi, text_layer(DEV / name, i)
+                )
+            )
     return out
 
 

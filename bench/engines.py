@@ -89,6 +89,9 @@ class Tesseract:
     def run(self, path: str, dpi: int) -> str:
         proc = subprocess.run(
             ["tesseract", path, "stdout", "--dpi", str(dpi), "-l", "eng"],
-            capture_output=True, text=True, env=self.env, check=True,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            check=True,
         )
         return proc.stdout

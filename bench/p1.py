@@ -59,8 +59,10 @@ def _direct_worker(threads: int, warm: bytes, tasks, results, ready, start) -> N
 def run_direct(pages: list[bytes], workers: int, threads: int) -> dict:
     ctx = mp.get_context("spawn")  # onnxruntime thread pools do not survive fork
     tasks, results, ready, start = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_direct_worker, args=(threads, pages[0], tasks, results, ready, start), daemon=True)
-             for _ in range(workers)]
+    procs = [
+        ctx.Process(target=_direct_worker, args=(threads, pages[0], tasks, results, ready, start), daemon=True)
+        for _ in range(workers)
+    ]
     for p in procs:
         p.start()
     for _ in procs:
@@ -160,8 +162,9 @@ def run(argv: list[str]) -> dict:
         worker = None
         try:
             worker = stack.start_worker(w, environ, name=f"p1w{w}")
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60,
-                              headers={"Authorization": f"Token {token}"}) as client:
+            with httpx.Client(
+                base_url=f"http://127.0.0.1:{port}", timeout=60, headers={"Authorization": f"Token {token}"}
+            ) as client:
                 # Warm every prefork child (model load, first-call allocations) before the clock.
                 run_pipeline(client, pages[: 2 * w])
                 direct_runs, pipe_runs = [], []
@@ -192,7 +195,8 @@ def run(argv: list[str]) -> dict:
     }
     md = common.header("P1 — pipeline overhead (REST + Celery + Redis vs direct engine loop)", info, extra)
     md += "\n" + common.table(
-        ["W processes", "threads each", "pages", "direct pages/s", "pipeline pages/s", "ratio", "goal ≥ 0.95"], rows)
+        ["W processes", "threads each", "pages", "direct pages/s", "pipeline pages/s", "ratio", "goal ≥ 0.95"], rows
+    )
     md += "\n"
     data = {"machine": info, "rows": rows, "runs": raw}
     common.report("p1", "P1", md, data)

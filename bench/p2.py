@@ -44,8 +44,11 @@ def _time_tess(engine: Tesseract, page, path: str) -> tuple[float, str]:
 def compare(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(prog="bench p2")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--no-single-thread", action="store_true",
-                        help="skip the pair with both sides on one thread (Tesseract's fastest setting here)")
+    parser.add_argument(
+        "--no-single-thread",
+        action="store_true",
+        help="skip the pair with both sides on one thread (Tesseract's fastest setting here)",
+    )
     args = parser.parse_args(argv)
 
     settings = django_settings()
@@ -76,16 +79,18 @@ def compare(argv: list[str]) -> dict:
                     times.setdefault((page.name, side), []).append(t)
                     texts[(page.name, side)] = text
         for page in pages:
-            per_page.append({
-                "threads": setting,
-                "page": page.name,
-                "kind": page.kind,
-                "pixels": f"{page.image.shape[1]}×{page.image.shape[0]}",
-                "rapid_s": common.median(times[(page.name, "rapid")]),
-                "rapid_f1": common.word_f1(texts[(page.name, "rapid")], page.truth),
-                "tess_s": common.median(times[(page.name, "tess")]),
-                "tess_f1": common.word_f1(texts[(page.name, "tess")], page.truth),
-            })
+            per_page.append(
+                {
+                    "threads": setting,
+                    "page": page.name,
+                    "kind": page.kind,
+                    "pixels": f"{page.image.shape[1]}×{page.image.shape[0]}",
+                    "rapid_s": common.median(times[(page.name, "rapid")]),
+                    "rapid_f1": common.word_f1(texts[(page.name, "rapid")], page.truth),
+                    "tess_s": common.median(times[(page.name, "tess")]),
+                    "tess_f1": common.word_f1(texts[(page.name, "tess")], page.truth),
+                }
+            )
 
     summary = []
     verdicts = []
@@ -110,25 +115,50 @@ def compare(argv: list[str]) -> dict:
     }
     md = common.header("P2 — CPU engine vs Tesseract 5", info, extra)
     md += "\n" + common.table(
-        ["threads", "pages", "n", "rapidocr s/page", "rapidocr F1", "tesseract s/page", "tesseract F1",
-         "speed ×", "goal"], summary)
+        [
+            "threads",
+            "pages",
+            "n",
+            "rapidocr s/page",
+            "rapidocr F1",
+            "tesseract s/page",
+            "tesseract F1",
+            "speed ×",
+            "goal",
+        ],
+        summary,
+    )
     md += "\n\nPer page:\n\n" + common.table(
         ["threads", "page", "pixels", "rapidocr s", "rapidocr F1", "tesseract s", "tesseract F1"],
-        [[r["threads"], r["page"], r["pixels"], r["rapid_s"], r["rapid_f1"], r["tess_s"], r["tess_f1"]]
-         for r in per_page])
-    md += "\n\nGoal (at least Tesseract's speed at ≥ its F1, all pages), per thread setting: " + "; ".join(
-        f"{s}: {'MET' if m else 'NOT MET'} (speed × {x:.2f}, ΔF1 {d:+.3f})" for s, m, x, d in verdicts) + "\n"
+        [
+            [r["threads"], r["page"], r["pixels"], r["rapid_s"], r["rapid_f1"], r["tess_s"], r["tess_f1"]]
+            for r in per_page
+        ],
+    )
+    md += (
+        "\n\nGoal (at least Tesseract's speed at ≥ its F1, all pages), per thread setting: "
+        + "; ".join(f"{s}: {'MET' if m else 'NOT MET'} (speed × {x:.2f}, ΔF1 {d:+.3f})" for s, m, x, d in verdicts)
+        + "\n"
+    )
     # The goal proper: each engine in its own fastest setting (Debian's Tesseract is built with
     # OpenMP, which on a small box is several times slower than OMP_THREAD_LIMIT=1).
     alls = [row for row in summary if row[1] == "all"]
     best_r = min(alls, key=lambda row: row[3])
     best_t = min(alls, key=lambda row: row[5])
     best_met = best_r[3] <= best_t[5] and best_r[4] >= best_t[6]
-    md += (f"\nEach at its fastest: rapidocr ({best_r[0]}) {best_r[3]:.2f} s/page F1 {best_r[4]:.3f} vs Tesseract "
-           f"({best_t[0]}) {best_t[5]:.2f} s/page F1 {best_t[6]:.3f}: speed × {best_t[5] / best_r[3]:.2f} → goal "
-           f"{'MET' if best_met else 'NOT MET'}.\n")
-    data = {"machine": info, "per_page": per_page, "summary": summary, "config": asdict(cfg), "dpi": dpi,
-            "best_vs_best_met": best_met}
+    md += (
+        f"\nEach at its fastest: rapidocr ({best_r[0]}) {best_r[3]:.2f} s/page F1 {best_r[4]:.3f} vs Tesseract "
+        f"({best_t[0]}) {best_t[5]:.2f} s/page F1 {best_t[6]:.3f}: speed × {best_t[5] / best_r[3]:.2f} → goal "
+        f"{'MET' if best_met else 'NOT MET'}.\n"
+    )
+    data = {
+        "machine": info,
+        "per_page": per_page,
+        "summary": summary,
+        "config": asdict(cfg),
+        "dpi": dpi,
+        "best_vs_best_met": best_met,
+    }
     common.report("p2", "P2", md, data)
     return data
 
@@ -174,9 +204,14 @@ def tune(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(prog="bench p2tune")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", default="", help="comma-separated knob labels (substring match)")
-    parser.add_argument("--base", default="", help="overrides under every knob, e.g. det_limit_type=max,det_limit_side=960")
-    parser.add_argument("--pages", default="phototest.tif,eurotext.tif,scanned_ocr_test.pdf p1,"
-                        "multi_page.pdf p1,multi_page.pdf p2,multi_page.pdf p5," + SMALL_PRINT + " p1")
+    parser.add_argument(
+        "--base", default="", help="overrides under every knob, e.g. det_limit_type=max,det_limit_side=960"
+    )
+    parser.add_argument(
+        "--pages",
+        default="phototest.tif,eurotext.tif,scanned_ocr_test.pdf p1,"
+        "multi_page.pdf p1,multi_page.pdf p2,multi_page.pdf p5," + SMALL_PRINT + " p1",
+    )
     args = parser.parse_args(argv)
 
     settings = django_settings()
@@ -202,7 +237,7 @@ def tune(argv: list[str]) -> dict:
     texts: dict[tuple[str, str], str] = {}
     for r in range(args.rounds):
         # Rotate the order each round so no knob always runs right after the same neighbour.
-        order = engines[r % len(engines):] + engines[: r % len(engines)]
+        order = engines[r % len(engines) :] + engines[: r % len(engines)]
         for page_i in range(len(by_dpi[base_dpi])):
             for label, _o, dpi, engine in order:
                 page = by_dpi[dpi][page_i]
@@ -213,12 +248,16 @@ def tune(argv: list[str]) -> dict:
     rows, data_rows = [], []
     for label, overrides, dpi, _engine in engines:
         pages = by_dpi[dpi]
-        per = {p.name: (common.median(times[(label, p.name)]), common.word_f1(texts[(label, p.name)], p.truth))
-               for p in pages}
+        per = {
+            p.name: (common.median(times[(label, p.name)]), common.word_f1(texts[(label, p.name)], p.truth))
+            for p in pages
+        }
         scans = [per[p.name] for p in pages if p.kind == "scan"]
         born = [per[p.name] for p in pages if p.kind == "born-digital"]
         row = {
-            "knob": label, "overrides": overrides, "dpi": dpi,
+            "knob": label,
+            "overrides": overrides,
+            "dpi": dpi,
             "s_page": sum(v[0] for v in per.values()) / len(per),
             "scan_s": sum(v[0] for v in scans) / max(1, len(scans)),
             "born_s": sum(v[0] for v in born) / max(1, len(born)),
@@ -237,7 +276,9 @@ def tune(argv: list[str]) -> dict:
         "word F1": common.f1_source(),
     }
     md = common.header("P2 tuning — one knob at a time around the defaults", info, extra)
-    md += "\n" + common.table(["knob", "dpi", "s/page", "scans s/page", "born-digital s/page", "mean F1", "min F1"], rows)
+    md += "\n" + common.table(
+        ["knob", "dpi", "s/page", "scans s/page", "born-digital s/page", "mean F1", "min F1"], rows
+    )
     data = {"machine": info, "rows": data_rows}
     common.report("p2tune", "P2 tuning", md, data)
     return data

@@ -22,8 +22,12 @@ from workers.engines import textlayer
 from workers.engines.cpu import CpuLayoutConfig, RapidLayoutEngine, RapidOcrRecognizer
 from workers.pipeline.raster import render_pdf_page
 
-FILES = ("multi_page.pdf", "code_and_formula.pdf", "table_page_2305.03393v1-pg9.pdf",
-         "table_nics-background-checks-2015-11.pdf")
+FILES = (
+    "multi_page.pdf",
+    "code_and_formula.pdf",
+    "table_page_2305.03393v1-pg9.pdf",
+    "table_nics-background-checks-2015-11.pdf",
+)
 
 
 def run(argv: list[str]) -> dict:
@@ -75,11 +79,16 @@ def run(argv: list[str]) -> dict:
                         ocr_text = ocr(doc[index])
                         ocr_times.append(time.perf_counter() - t0)
                 f, o = common.median(fast_times), common.median(ocr_times)
-                rows.append({
-                    "page": f"{name} p{index + 1}",
-                    "fast_s": f, "ocr_s": o, "ratio": o / f,
-                    "fast_f1": common.word_f1(fast_text, truth), "ocr_f1": common.word_f1(ocr_text, truth),
-                })
+                rows.append(
+                    {
+                        "page": f"{name} p{index + 1}",
+                        "fast_s": f,
+                        "ocr_s": o,
+                        "ratio": o / f,
+                        "fast_f1": common.word_f1(fast_text, truth),
+                        "ocr_f1": common.word_f1(ocr_text, truth),
+                    }
+                )
 
     total_fast = sum(r["fast_s"] for r in rows)
     total_ocr = sum(r["ocr_s"] for r in rows)
@@ -95,11 +104,14 @@ def run(argv: list[str]) -> dict:
     md = common.header("P3 — born-digital fast path vs OCR path", info, extra)
     md += "\n" + common.table(
         ["page", "fast path ms", "OCR path s", "speed-up ×", "fast F1", "OCR F1"],
-        [[r["page"], r["fast_s"] * 1000, r["ocr_s"], r["ratio"], r["fast_f1"], r["ocr_f1"]] for r in rows])
-    md += (f"\n\nAll {len(rows)} pages: fast path {total_fast * 1000 / len(rows):.1f} ms/page, OCR path "
-           f"{total_ocr / len(rows):.2f} s/page, speed-up × {overall:.0f} (worst page × {worst:.0f}). "
-           f"Goal ≥ 20×: over all pages {'MET' if overall >= 20 else 'NOT MET'}; on every page "
-           f"{'MET' if met else 'NOT MET'}.\n")
+        [[r["page"], r["fast_s"] * 1000, r["ocr_s"], r["ratio"], r["fast_f1"], r["ocr_f1"]] for r in rows],
+    )
+    md += (
+        f"\n\nAll {len(rows)} pages: fast path {total_fast * 1000 / len(rows):.1f} ms/page, OCR path "
+        f"{total_ocr / len(rows):.2f} s/page, speed-up × {overall:.0f} (worst page × {worst:.0f}). "
+        f"Goal ≥ 20×: over all pages {'MET' if overall >= 20 else 'NOT MET'}; on every page "
+        f"{'MET' if met else 'NOT MET'}.\n"
+    )
     data = {"machine": info, "rows": rows, "overall_ratio": overall, "worst_ratio": worst, "met": met}
     common.report("p3", "P3", md, data)
     return data

@@ -65,8 +65,13 @@ def upload_pdf() -> Path:
     out = common.RESULTS / "p4-upload.pdf"
     if out.exists() and out.stat().st_size >= TARGET_BYTES:
         return out
-    sources = ["multi_page.pdf", "table_page_2305.03393v1-pg9.pdf", "code_and_formula.pdf",
-               "table_nics-background-checks-2015-11.pdf", "scanned_ocr_test.pdf"]
+    sources = [
+        "multi_page.pdf",
+        "table_page_2305.03393v1-pg9.pdf",
+        "code_and_formula.pdf",
+        "table_nics-background-checks-2015-11.pdf",
+        "scanned_ocr_test.pdf",
+    ]
     merged = pymupdf.open()
     i = 0
     while True:
@@ -83,9 +88,13 @@ def upload_pdf() -> Path:
 
 def multipart_body(pdf: Path) -> Path:
     body = (
-        f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"report.pdf\"\r\n"
-        f"Content-Type: application/pdf\r\n\r\n"
-    ).encode() + pdf.read_bytes() + f"\r\n--{BOUNDARY}--\r\n".encode()
+        (
+            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="report.pdf"\r\n'
+            f"Content-Type: application/pdf\r\n\r\n"
+        ).encode()
+        + pdf.read_bytes()
+        + f"\r\n--{BOUNDARY}--\r\n".encode()
+    )
     path = common.RESULTS / "p4-body.bin"
     path.write_bytes(body)
     return path
@@ -96,13 +105,22 @@ def wrk(port: int, seconds: int, connections: int, body: Path, token: str) -> di
     script.write_text(LUA)
     environ = {"BENCH_BODY": str(body), "BENCH_BOUNDARY": BOUNDARY, "BENCH_TOKEN": token, "PATH": "/usr/bin:/bin"}
     threads = min(connections, max(1, (os.cpu_count() or 1)))
-    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--timeout", "30s", "-s", str(script),
-           f"http://127.0.0.1:{port}/api/v1/jobs"]
+    cmd = [
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{seconds}s",
+        "--timeout",
+        "30s",
+        "-s",
+        str(script),
+        f"http://127.0.0.1:{port}/api/v1/jobs",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=environ, timeout=seconds + 120)
     line = next((l for l in out.stdout.splitlines() if l.startswith("BENCH ")), None)
     if line is None:
         raise RuntimeError(f"wrk gave no result:\n{out.stdout}\n{out.stderr}")
-    result = json.loads(line[len("BENCH "):])
+    result = json.loads(line[len("BENCH ") :])
     result["req_s"] = result["requests"] / (result["duration_us"] / 1e6)
     ok = result["statuses"].get("202", 0)
     result["ok_s"] = ok / (result["duration_us"] / 1e6)
@@ -113,24 +131,34 @@ def _gunicorn(port: int, cls: str, workers: int, threads: int = 1) -> str:
     app = "ocrsite.asgi:application" if cls == "uvicorn" else "ocrsite.wsgi:application"
     worker_class = "uvicorn_worker.UvicornWorker" if cls == "uvicorn" else cls
     extra = f" --threads {threads}" if cls == "gthread" else ""
-    return (f"{stack.BIN}/gunicorn {app} --bind 127.0.0.1:{port} --workers {workers} "
-            f"--worker-class {worker_class}{extra}")
+    return (
+        f"{stack.BIN}/gunicorn {app} --bind 127.0.0.1:{port} --workers {workers} --worker-class {worker_class}{extra}"
+    )
 
 
 def _reference(port: int, workers: int) -> str:
-    return (f"{stack.BIN}/uvicorn bench.ingest_ref:app --host 127.0.0.1 --port {port} --workers {workers} "
-            f"--log-level warning --no-access-log")
+    return (
+        f"{stack.BIN}/uvicorn bench.ingest_ref:app --host 127.0.0.1 --port {port} --workers {workers} "
+        f"--log-level warning --no-access-log"
+    )
 
 
 def _jobs_in_db() -> int:
     script = "from apps.jobs.models import Job; print(Job.objects.count())"
-    out = subprocess.run([str(stack.BIN / "python"), "manage.py", "shell", "-c", script], cwd=common.ROOT,
-                         env=stack.env(), capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(stack.BIN / "python"), "manage.py", "shell", "-c", script],
+        cwd=common.ROOT,
+        env=stack.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(out.stdout.strip().splitlines()[-1])
 
 
-def measure(label: str, cmd: str, port: int, seconds: int, connections: int, body: Path, token: str,
-            count_jobs: bool) -> dict:
+def measure(
+    label: str, cmd: str, port: int, seconds: int, connections: int, body: Path, token: str, count_jobs: bool
+) -> dict:
     stack.reset()
     if count_jobs:
         stack.purge_jobs()
@@ -186,8 +214,11 @@ def run(argv: list[str]) -> dict:
     plan = [reference, *candidates] + ([reference] if args.sweep else [])
     for label, cmd in plan:
         is_ref = label.startswith("reference")
-        results.append(measure(label, cmd, port, args.seconds, args.connections, body, "" if is_ref else token,
-                               count_jobs=not is_ref))
+        results.append(
+            measure(
+                label, cmd, port, args.seconds, args.connections, body, "" if is_ref else token, count_jobs=not is_ref
+            )
+        )
     ref_rate = common.median(r["ok_s"] for r in results if r["label"].startswith("reference"))
 
     rows = []
@@ -196,23 +227,50 @@ def run(argv: list[str]) -> dict:
         is_ref = r["label"].startswith("reference")
         p99_ms = r["p99_us"] / 1000
         goal = "—" if is_ref else ("met" if ratio >= 1.0 and p99_ms <= 50 else "not met")
-        rows.append([r["label"], r["ok_s"], r["p50_us"] / 1000, p99_ms, r["max_us"] / 1000,
-                     json.dumps(r["statuses"]), sum(r["errors"].values()), r.get("job_rows", "—"),
-                     r["queued_messages"], ratio, r["load"], goal])
+        rows.append(
+            [
+                r["label"],
+                r["ok_s"],
+                r["p50_us"] / 1000,
+                p99_ms,
+                r["max_us"] / 1000,
+                json.dumps(r["statuses"]),
+                sum(r["errors"].values()),
+                r.get("job_rows", "—"),
+                r["queued_messages"],
+                ratio,
+                r["load"],
+                goal,
+            ]
+        )
 
     extra = {
         "load": f"wrk -t{min(args.connections, cores)} -c{args.connections} -d{args.seconds}s --timeout 30s, "
-                f"one multipart POST /api/v1/jobs of a {pdf.stat().st_size / 1e6:.2f} MB, {pages}-page PDF "
-                "(dev PDFs merged)",
+        f"one multipart POST /api/v1/jobs of a {pdf.stat().st_size / 1e6:.2f} MB, {pages}-page PDF "
+        "(dev PDFs merged)",
         "note": f"wrk runs on the same {cores} cores as the server and takes part of them",
         "server env": "PostgreSQL ocr_bench, Redis db 2, media /tmp/media_bench; per-tenant rate limit and "
-                      "daily quota lifted (one tenant sends everything); no worker runs",
+        "daily quota lifted (one tenant sends everything); no worker runs",
     }
     title = "P4 — ingest under 64 concurrent 1 MB uploads" + (" (worker class sweep)" if args.sweep else "")
     md = common.header(title, info, extra)
     md += "\n" + common.table(
-        ["server", "202/s", "p50 ms", "p99 ms", "max ms", "statuses", "wrk errors (non-2xx incl.)", "job rows",
-         "queued msgs", "ratio to reference", "load avg at start", "goal (ratio ≥ 1, p99 ≤ 50 ms)"], rows)
+        [
+            "server",
+            "202/s",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "statuses",
+            "wrk errors (non-2xx incl.)",
+            "job rows",
+            "queued msgs",
+            "ratio to reference",
+            "load avg at start",
+            "goal (ratio ≥ 1, p99 ≤ 50 ms)",
+        ],
+        rows,
+    )
     md += "\n"
     data = {"machine": info, "results": results}
     common.report("p4sweep" if args.sweep else "p4", title, md, data)

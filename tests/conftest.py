@@ -101,13 +101,30 @@ def start_worker(django_db_setup, django_db_blocker, redis_client) -> Iterator[C
     started: list[WorkerProcess] = []
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
-    def start(queues: str = "cpu,layout,ocr", concurrency: int = 2, env: dict[str, str] | None = None,
-              name: str | None = None) -> WorkerProcess:
+    def start(
+        queues: str = "cpu,layout,ocr", concurrency: int = 2, env: dict[str, str] | None = None, name: str | None = None
+    ) -> WorkerProcess:
         name = name or f"test-{uuid.uuid4().hex[:6]}"
         log = ARTIFACTS / f"worker-{name}.log"
-        cmd = [sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", queues, "-n", f"{name}@%h",
-               "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-               "--without-heartbeat"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "ocrsite",
+            "worker",
+            "-Q",
+            queues,
+            "-n",
+            f"{name}@%h",
+            "--concurrency",
+            str(concurrency),
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ]
         fh = log.open("w")
         proc = subprocess.Popen(cmd, cwd=ROOT, env=_worker_env(env), stdout=fh, stderr=subprocess.STDOUT)
         worker = WorkerProcess(proc, log)

@@ -94,17 +94,30 @@ class Issuer:
         self.server.server_close()
 
     def settings(self) -> dict[str, Any]:
-        return {"OIDC_ISSUER": self.url, "OIDC_AUDIENCE": AUDIENCE, "OIDC_JWKS_URL": self.jwks_url,
-                "OIDC_JWKS_FILE": "", "OIDC_TENANT_CLAIM": "tenant"}
+        return {
+            "OIDC_ISSUER": self.url,
+            "OIDC_AUDIENCE": AUDIENCE,
+            "OIDC_JWKS_URL": self.jwks_url,
+            "OIDC_JWKS_FILE": "",
+            "OIDC_TENANT_CLAIM": "tenant",
+        }
 
     def claims(self, tenant: str, **overrides: Any) -> dict[str, Any]:
         now = int(time.time())
-        return {"iss": self.url, "aud": AUDIENCE, "sub": f"client-{tenant}", "tenant": tenant,
-                "iat": now, "exp": now + 600, **overrides}
+        return {
+            "iss": self.url,
+            "aud": AUDIENCE,
+            "sub": f"client-{tenant}",
+            "tenant": tenant,
+            "iat": now,
+            "exp": now + 600,
+            **overrides,
+        }
 
     def token(self, tenant: str, **overrides: Any) -> str:
-        return jwt.encode(self.claims(tenant, **overrides), self.private_key, algorithm="RS256",
-                          headers={"kid": self.kid})
+        return jwt.encode(
+            self.claims(tenant, **overrides), self.private_key, algorithm="RS256", headers={"kid": self.kid}
+        )
 
     def unsigned_token(self, tenant: str) -> str:
         """``alg: none``: a token with no signature at all."""

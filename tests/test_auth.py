@@ -156,8 +156,12 @@ def test_tenants_see_only_their_own_jobs_on_every_endpoint(settled, oidc, api, u
     assert Job.objects.get(pk=b_job).tenant == b
 
     for other, own_ids in ((b_jwt, {b_job}), (api, set())):  # B by JWT, C by Django token
-        for path in (f"/api/v1/jobs/{ids['done']}", f"/api/v1/jobs/{ids['done']}/result",
-                     f"/status/{ids['done']}", f"/api/v1/jobs/{ids['active']}"):
+        for path in (
+            f"/api/v1/jobs/{ids['done']}",
+            f"/api/v1/jobs/{ids['done']}/result",
+            f"/status/{ids['done']}",
+            f"/api/v1/jobs/{ids['active']}",
+        ):
             resp = other.get(path)
             assert resp.status_code == 404, (path, resp.status_code)
             assert resp.json()["error"]["code"] == "job:not-found"
@@ -207,7 +211,9 @@ def test_api_key_is_stored_hashed_and_shown_by_prefix(admin_client):
     page = admin_client.get("/admin/api/tenantapikey/").content.decode()
     assert prefix in page and secret not in page
     # Created in the admin: the key is shown once, in the message after saving.
-    resp = admin_client.post("/admin/api/tenantapikey/add/", {"name": "from admin", "tenant": "admin-made"}, follow=True)
+    resp = admin_client.post(
+        "/admin/api/tenantapikey/add/", {"name": "from admin", "tenant": "admin-made"}, follow=True
+    )
     assert resp.status_code == 200
     made = [m.message for m in resp.context["messages"] if "API key" in m.message]
     assert made, "the admin shows the new key once"
@@ -237,8 +243,9 @@ def test_unknown_signing_key_is_401_and_an_unreachable_issuer_is_503(issuer, set
         setattr(settings, name, value)
     stranger = Issuer()  # a different key pair claiming the same issuer
     try:
-        forged = jwt.encode(issuer.claims("mallory"), stranger.private_key, algorithm="RS256",
-                            headers={"kid": stranger.kid})
+        forged = jwt.encode(
+            issuer.claims("mallory"), stranger.private_key, algorithm="RS256", headers={"kid": stranger.kid}
+        )
         resp = bearer_client(forged).get("/api/v1/jobs")
         assert resp.status_code == 401 and "signing key" in resp.json()["error"]["message"]
         fetched = issuer.fetches
@@ -246,8 +253,9 @@ def test_unknown_signing_key_is_401_and_an_unreachable_issuer_is_503(issuer, set
             assert bearer_client(forged).get("/api/v1/jobs").status_code == 401
         assert issuer.fetches == fetched
         # Same kid as the real key, wrong private key: the signature check fails.
-        forged = jwt.encode(issuer.claims("mallory"), stranger.private_key, algorithm="RS256",
-                            headers={"kid": issuer.kid})
+        forged = jwt.encode(
+            issuer.claims("mallory"), stranger.private_key, algorithm="RS256", headers={"kid": issuer.kid}
+        )
         assert bearer_client(forged).get("/api/v1/jobs").status_code == 401
     finally:
         stranger.close()

@@ -48,8 +48,14 @@ def test_job_endpoints_never_answer_5xx(django_settings, redis_client):
     schema = loaded.include(path_regex=r"^/(api/v1/jobs|process|status)")
     operations = [result.ok() for result in schema.get_all_operations()]
     labels = {f"{op.method.upper()} {op.path.rstrip('/')}" for op in operations}
-    assert {"POST /api/v1/jobs", "GET /api/v1/jobs/{id}", "DELETE /api/v1/jobs/{id}",
-            "GET /api/v1/jobs/{id}/result", "POST /process", "GET /status/{task_id}"} <= labels, labels
+    assert {
+        "POST /api/v1/jobs",
+        "GET /api/v1/jobs/{id}",
+        "DELETE /api/v1/jobs/{id}",
+        "GET /api/v1/jobs/{id}/result",
+        "POST /process",
+        "GET /status/{task_id}",
+    } <= labels, labels
     deadline = time.monotonic() + FUZZ_SECONDS
     calls: dict[int, int] = {}
 
@@ -65,8 +71,7 @@ def _fuzz_operation(operation, headers: dict[str, str], deadline: float, calls: 
     """Up to 60 generated cases of one operation, each called with the valid key; no 5xx."""
 
     @given(case=operation.as_strategy(), payload=st.one_of(st.binary(max_size=2048), mutated()))
-    @settings(max_examples=60, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
     def fuzz(case, payload: bytes) -> None:
         if time.monotonic() > deadline:
             return
@@ -95,8 +100,16 @@ def _seeds() -> list[bytes]:
             Image.open(io.BytesIO(text_png("FUZZ", (64, 32)))).convert("RGB").save(buf, fmt, **kw)
             return buf.getvalue()
 
-        SEEDS.extend([text_pdf("fuzz", pages=2), text_png("FUZZ", (64, 32)), text_jpeg(), save("TIFF"),
-                      save("BMP"), save("WEBP")])
+        SEEDS.extend(
+            [
+                text_pdf("fuzz", pages=2),
+                text_png("FUZZ", (64, 32)),
+                text_jpeg(),
+                save("TIFF"),
+                save("BMP"),
+                save("WEBP"),
+            ]
+        )
     return SEEDS
 
 

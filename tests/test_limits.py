@@ -150,8 +150,9 @@ def test_idempotency_key_returns_the_original_job_and_refuses_a_different_file(h
     assert again["Idempotent-Replayed"] == "true"
     assert again.json()["id"] == first.json()["id"]
     assert again["Location"] == first["Location"]
-    seed = client.post("/process", {"file": _file(text_pdf("same"))}, format="multipart",
-                       HTTP_IDEMPOTENCY_KEY="order-42")
+    seed = client.post(
+        "/process", {"file": _file(text_pdf("same"))}, format="multipart", HTTP_IDEMPOTENCY_KEY="order-42"
+    )
     assert seed.status_code == 200 and seed.json()["task_id"] == first.json()["id"]
 
     conflict = _pdf_upload(client, text="different", HTTP_IDEMPOTENCY_KEY="order-42")

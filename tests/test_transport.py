@@ -34,8 +34,11 @@ def test_security_headers_on_api_responses(api):
 
 @pytest.mark.django_db(transaction=True)
 def test_cors_is_closed_unless_an_origin_is_listed(api, settings):
-    preflight = {"HTTP_ORIGIN": "https://evil.example", "HTTP_ACCESS_CONTROL_REQUEST_METHOD": "POST",
-                 "HTTP_ACCESS_CONTROL_REQUEST_HEADERS": "x-api-key"}
+    preflight = {
+        "HTTP_ORIGIN": "https://evil.example",
+        "HTTP_ACCESS_CONTROL_REQUEST_METHOD": "POST",
+        "HTTP_ACCESS_CONTROL_REQUEST_HEADERS": "x-api-key",
+    }
     resp = api.options("/api/v1/jobs", **preflight)
     assert "Access-Control-Allow-Origin" not in resp
     assert "Access-Control-Allow-Origin" not in api.get("/api/v1/jobs", HTTP_ORIGIN="https://evil.example")
@@ -59,16 +62,21 @@ def _settings_in_fresh_process(env: dict[str, str], code: str) -> subprocess.Com
         """
     ) + textwrap.dedent(code)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "OIDC_"))}
-    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**base, **env}, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_secure_mode_behind_a_tls_proxy(tmp_path):
     secret = tmp_path / "secret"
     secret.write_text(f"  s3cret-{uuid.uuid4().hex}\n")
     proc = _settings_in_fresh_process(
-        {"DJANGO_SECURE": "true", "DJANGO_SECRET_KEY_FILE": str(secret), "DJANGO_TRUSTED_PROXY_COUNT": "1",
-         "DJANGO_CSRF_TRUSTED_ORIGINS": "https://ocr.example.com"},
+        {
+            "DJANGO_SECURE": "true",
+            "DJANGO_SECRET_KEY_FILE": str(secret),
+            "DJANGO_TRUSTED_PROXY_COUNT": "1",
+            "DJANGO_CSRF_TRUSTED_ORIGINS": "https://ocr.example.com",
+        },
         """
         c = Client()
         plain = c.get("/api/v1/jobs")

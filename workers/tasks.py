@@ -40,8 +40,12 @@ def ingest(job_id: str) -> None:
     pipeline.ingest(job_id)
 
 
-@app.task(base=Collector, name="workers.detect_layout", flush_every=settings.OCR_LAYOUT_BATCH,
-          window_s=settings.OCR_BATCH_WINDOW_MS / 1000)
+@app.task(
+    base=Collector,
+    name="workers.detect_layout",
+    flush_every=settings.OCR_LAYOUT_BATCH,
+    window_s=settings.OCR_BATCH_WINDOW_MS / 1000,
+)
 def detect_layout(requests: list) -> None:
     """Pages collected from any jobs (one message each) for at most OCR_BATCH_WINDOW_MS, up to
     OCR_LAYOUT_BATCH of them, in one layout pass. Messages are acked after the pass; a transient

@@ -37,8 +37,20 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "status", "filename", "kind", "engine", "sha256", "size_bytes", "attempt",
-            "progress", "error", "created_at", "started_at", "finished_at", "links",
+            "id",
+            "status",
+            "filename",
+            "kind",
+            "engine",
+            "sha256",
+            "size_bytes",
+            "attempt",
+            "progress",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "links",
         ]
 
     @extend_schema_field(ProgressSerializer)

@@ -26,8 +26,18 @@ from apps.api.errors import ApiError
 from apps.jobs.models import Job, Page
 from workers.pipeline.probe import Probe
 
-_PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
-            "d": 86400, "day": 86400}
+_PERIODS = {
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "h": 3600,
+    "hour": 3600,
+    "d": 86400,
+    "day": 86400,
+}
 _RATE = re.compile(r"\s*(\d+)\s*/\s*([a-z]+)\s*")
 
 

@@ -71,9 +71,7 @@ class Job(models.Model):
             # The operators' console filters by these and sorts newest first (apps/jobs/admin.py).
             models.Index(fields=["owner", "-created_at"], name="job_owner_created"),
             models.Index(fields=["engine", "-created_at"], name="job_engine_created"),
-            models.Index(
-                fields=["-created_at"], condition=~models.Q(error_code=""), name="job_has_error_created"
-            ),
+            models.Index(fields=["-created_at"], condition=~models.Q(error_code=""), name="job_has_error_created"),
         ]
         constraints = [
             # Two requests racing with the same Idempotency-Key: the second insert fails and

@@ -51,17 +51,29 @@ def engine_settings(engine: str = Job.Engine.CPU) -> registry.EngineSettings:
         recognizer=settings.OCR_RECOGNIZER,
         cpu_layout=CpuLayoutConfig(threads=threads),
         cpu_recognizer=CpuRecognizerConfig(
-            threads=threads, det_max_side=settings.OCR_DET_MAX_SIDE, rec_batch=settings.OCR_REC_BATCH,
-            det_limit_side=settings.OCR_DET_LIMIT_SIDE, det_limit_type=settings.OCR_DET_LIMIT_TYPE,
+            threads=threads,
+            det_max_side=settings.OCR_DET_MAX_SIDE,
+            rec_batch=settings.OCR_REC_BATCH,
+            det_limit_side=settings.OCR_DET_LIMIT_SIDE,
+            det_limit_type=settings.OCR_DET_LIMIT_TYPE,
         ),
         paddle=PaddleLayoutConfig(
-            model_dir=settings.OCR_PADDLE_MODEL_DIR, model=settings.OCR_PADDLE_MODEL, device=settings.OCR_PADDLE_DEVICE,
-            batch_size=settings.OCR_PADDLE_BATCH, threshold=settings.OCR_PADDLE_THRESHOLD,
+            model_dir=settings.OCR_PADDLE_MODEL_DIR,
+            model=settings.OCR_PADDLE_MODEL,
+            device=settings.OCR_PADDLE_DEVICE,
+            batch_size=settings.OCR_PADDLE_BATCH,
+            threshold=settings.OCR_PADDLE_THRESHOLD,
         ),
         vllm=VllmConfig(
-            base_url=settings.VLLM_BASE_URL, profile=settings.VLLM_PROFILE, model=settings.VLLM_MODEL,
-            api_key=settings.VLLM_API_KEY, max_in_flight=settings.VLLM_MAX_IN_FLIGHT, timeout_s=settings.VLLM_TIMEOUT_S,
-            retries=settings.VLLM_RETRIES, backoff_s=settings.VLLM_BACKOFF_S, max_tokens=settings.VLLM_MAX_TOKENS,
+            base_url=settings.VLLM_BASE_URL,
+            profile=settings.VLLM_PROFILE,
+            model=settings.VLLM_MODEL,
+            api_key=settings.VLLM_API_KEY,
+            max_in_flight=settings.VLLM_MAX_IN_FLIGHT,
+            timeout_s=settings.VLLM_TIMEOUT_S,
+            retries=settings.VLLM_RETRIES,
+            backoff_s=settings.VLLM_BACKOFF_S,
+            max_tokens=settings.VLLM_MAX_TOKENS,
             cancel_poll_s=settings.VLLM_CANCEL_POLL_S,
         ),
         vllm_page_profile=settings.VLLM_PAGE_PROFILE,
@@ -240,7 +252,9 @@ def detect_layout(page_ids: Sequence[int]) -> None:
     ready = []
     for page, boxes in zip(pages, batches, strict=True):
         if isinstance(boxes, EngineError):
-            services.record(page.job_id, "layout", page_id=page.pk, started=started, outcome="failed", error_code=boxes.code)
+            services.record(
+                page.job_id, "layout", page_id=page.pk, started=started, outcome="failed", error_code=boxes.code
+            )
             services.finish_page(page.pk, Page.Status.DETECTING, error=(boxes.code, boxes.message))
             continue
         # The move comes first and its row lock is held until commit: if the claim was lost
@@ -250,8 +264,14 @@ def detect_layout(page_ids: Sequence[int]) -> None:
                 continue
             _write_regions(page, [(b, None) for b in boxes], source=Page.Source.OCR, engine="")
             ready.append(page.pk)
-        services.record(page.job_id, "layout", page_id=page.pk, started=started, attempt=page.attempts,
-                        detail={"regions": len(boxes), "batch": len(pages), "engine": engine_names[page.pk]})
+        services.record(
+            page.job_id,
+            "layout",
+            page_id=page.pk,
+            started=started,
+            attempt=page.attempts,
+            detail={"regions": len(boxes), "batch": len(pages), "engine": engine_names[page.pk]},
+        )
     if ready:
         transaction.on_commit(lambda: dispatch.recognize(ready))
 
@@ -326,13 +346,16 @@ def recognize(page_id: int) -> None:
     except EngineError as exc:
         if exc.code == "job:cancelled":
             # The recognizer aborted its in-flight requests; the cancelled job keeps nothing.
-            services.record(page.job_id, "recognize", page_id=page_id, started=started, outcome="cancelled",
-                            error_code=exc.code)
+            services.record(
+                page.job_id, "recognize", page_id=page_id, started=started, outcome="cancelled", error_code=exc.code
+            )
             return
         if _should_retry(exc, [page]):
             services.release_pages([page_id], Page.Status.RECOGNIZING, Page.Status.DETECTED)
             raise
-        services.record(page.job_id, "recognize", page_id=page_id, started=started, outcome="failed", error_code=exc.code)
+        services.record(
+            page.job_id, "recognize", page_id=page_id, started=started, outcome="failed", error_code=exc.code
+        )
         services.finish_page(page_id, Page.Status.RECOGNIZING, error=(exc.code, exc.message))
         return
     elapsed = int((time.perf_counter() - t0) * 1000)
@@ -352,8 +375,14 @@ def recognize(page_id: int) -> None:
             # The claim went stale and was handed on: the other worker's text is the one kept.
             transaction.set_rollback(True)
             return
-    services.record(page.job_id, "recognize", page_id=page_id, started=started, attempt=page.attempts,
-                    detail={"regions": len(regions) + len(found), "engine": engine.name})
+    services.record(
+        page.job_id,
+        "recognize",
+        page_id=page_id,
+        started=started,
+        attempt=page.attempts,
+        detail={"regions": len(regions) + len(found), "engine": engine.name},
+    )
 
 
 def _cancel_check(job_id) -> Callable[[], bool]:
@@ -393,8 +422,14 @@ def assemble(job_id: str) -> None:
 
 
 def job_summary(job: Job) -> dict:
-    return {"id": str(job.pk), "filename": job.filename, "kind": job.kind, "sha256": job.sha256,
-            "engine": job.engine, "page_count": job.page_count}
+    return {
+        "id": str(job.pk),
+        "filename": job.filename,
+        "kind": job.kind,
+        "sha256": job.sha256,
+        "engine": job.engine,
+        "page_count": job.page_count,
+    }
 
 
 def page_dicts(job: Job) -> list[dict]:
@@ -402,14 +437,32 @@ def page_dicts(job: Job) -> list[dict]:
     regions_by_page: dict[int, list[dict]] = {}
     for r in Region.objects.filter(page__job=job).order_by("page_id", "order", "pk"):
         regions_by_page.setdefault(r.page_id, []).append(
-            {"order": r.order, "label": r.label, "bbox": r.bbox, "polygon": r.polygon, "text": r.text,
-             "confidence": r.confidence, "score": r.score, "source": r.source, "engine": r.engine,
-             "flags": r.flags}
+            {
+                "order": r.order,
+                "label": r.label,
+                "bbox": r.bbox,
+                "polygon": r.polygon,
+                "text": r.text,
+                "confidence": r.confidence,
+                "score": r.score,
+                "source": r.source,
+                "engine": r.engine,
+                "flags": r.flags,
+            }
         )
     for p in job.pages.order_by("index"):
-        pages.append({"index": p.index, "width": p.width, "height": p.height, "dpi": p.dpi,
-                      "width_pt": p.width_pt, "height_pt": p.height_pt, "source": p.source,
-                      "regions": regions_by_page.get(p.pk, [])})
+        pages.append(
+            {
+                "index": p.index,
+                "width": p.width,
+                "height": p.height,
+                "dpi": p.dpi,
+                "width_pt": p.width_pt,
+                "height_pt": p.height_pt,
+                "source": p.source,
+                "regions": regions_by_page.get(p.pk, []),
+            }
+        )
     return pages
 
 
@@ -428,17 +481,22 @@ def sweep() -> dict[str, int]:
     # now (releasing touches updated_at, so the waiting-page query below would skip them).
     released: dict[str, list[int]] = {}
     for frm, to in ((Page.Status.DETECTING, Page.Status.QUEUED), (Page.Status.RECOGNIZING, Page.Status.DETECTED)):
-        ids = list(Page.objects.filter(status=frm, updated_at__lt=stale, job__status=Job.Status.RUNNING)
-                   .values_list("pk", flat=True)[:1000])
+        ids = list(
+            Page.objects.filter(status=frm, updated_at__lt=stale, job__status=Job.Status.RUNNING).values_list(
+                "pk", flat=True
+            )[:1000]
+        )
         services.release_pages(ids, frm, to)
         # Only those still in ``to``: a page that moved on between the two queries is not ours.
         released[to] = list(Page.objects.filter(pk__in=ids, status=to).values_list("pk", flat=True))
         counts[f"released_{frm}"] = len(released[to])
     waiting = Page.objects.filter(updated_at__lt=stale, job__status=Job.Status.RUNNING)
     layout_ids = released[Page.Status.QUEUED] + list(
-        waiting.filter(status=Page.Status.QUEUED).values_list("pk", flat=True)[:1000])
+        waiting.filter(status=Page.Status.QUEUED).values_list("pk", flat=True)[:1000]
+    )
     rec_ids = released[Page.Status.DETECTED] + list(
-        waiting.filter(status=Page.Status.DETECTED).values_list("pk", flat=True)[:1000])
+        waiting.filter(status=Page.Status.DETECTED).values_list("pk", flat=True)[:1000]
+    )
     dispatch.detect_layout(layout_ids)
     dispatch.recognize(rec_ids)
     # Touch what we re-sent so the next sweep waits a full period before sending it again.
@@ -448,8 +506,12 @@ def sweep() -> dict[str, int]:
         dispatch.ingest(str(job_id))
     # A running job with pages still missing lost its ingest (the worker died mid-split, or the
     # message was lost after the job was claimed): ingest again; it skips the pages it made.
-    unsplit = (jobs.filter(status=Job.Status.RUNNING).annotate(made=Count("pages"))
-               .filter(made__lt=F("page_count")).values_list("pk", flat=True)[:1000])
+    unsplit = (
+        jobs.filter(status=Job.Status.RUNNING)
+        .annotate(made=Count("pages"))
+        .filter(made__lt=F("page_count"))
+        .values_list("pk", flat=True)[:1000]
+    )
     for job_id in unsplit:
         dispatch.ingest(str(job_id))
     for job_id in jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:1000]:
@@ -470,14 +532,26 @@ def _write_regions(page: Page, found: list[tuple[LayoutBox, RegionText | None]],
         _create_region(page, rank, box, text, source=source, engine=engine)
 
 
-def _create_region(page: Page, order: int, box: LayoutBox, text: RegionText | None, *, source: str, engine: str) -> Region:
+def _create_region(
+    page: Page, order: int, box: LayoutBox, text: RegionText | None, *, source: str, engine: str
+) -> Region:
     x0, y0, x1, y1 = box.bbox
     return Region.objects.create(
-        page=page, order=order, label=box.label, x0=x0, y0=y0, x1=x1, y1=y1,
-        polygon=[list(p) for p in box.polygon] if box.polygon else None, score=box.score,
-        text=text.text if text else "", confidence=text.confidence if text else None,
+        page=page,
+        order=order,
+        label=box.label,
+        x0=x0,
+        y0=y0,
+        x1=x1,
+        y1=y1,
+        polygon=[list(p) for p in box.polygon] if box.polygon else None,
+        score=box.score,
+        text=text.text if text else "",
+        confidence=text.confidence if text else None,
         status=Region.Status.DONE if text else Region.Status.PENDING,
-        source=source, engine=engine if text else "", flags=list(text.flags) if text else [],
+        source=source,
+        engine=engine if text else "",
+        flags=list(text.flags) if text else [],
         latency_ms=text.latency_ms if text else None,
     )
 
@@ -492,8 +566,20 @@ def _apply_text(region: Region, text: RegionText, engine: str) -> None:
     region.status = Region.Status.FAILED if text.error else Region.Status.DONE
     region.error_code, region.error_message = text.error or ("", "")
     region.attempts += 1
-    region.save(update_fields=["text", "confidence", "flags", "latency_ms", "engine", "status", "attempts",
-                               "error_code", "error_message", "updated_at"])
+    region.save(
+        update_fields=[
+            "text",
+            "confidence",
+            "flags",
+            "latency_ms",
+            "engine",
+            "status",
+            "attempts",
+            "error_code",
+            "error_message",
+            "updated_at",
+        ]
+    )
 
 
 def _renumber(page: Page) -> None:

@@ -64,9 +64,7 @@ def submit(
     different file raises ``IdempotencyConflict``.
     """
     if upload.size > settings.OCR_MAX_UPLOAD_BYTES:
-        raise InputError(
-            "input:too-large", f"{upload.size} bytes; the limit is {settings.OCR_MAX_UPLOAD_BYTES}", 413
-        )
+        raise InputError("input:too-large", f"{upload.size} bytes; the limit is {settings.OCR_MAX_UPLOAD_BYTES}", 413)
     found = probe(upload.stream, max_pages=settings.OCR_MAX_PAGES, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
     upload.stream.seek(0)
     digest = hashlib.sha256()
@@ -314,9 +312,7 @@ def finish_page(page_id: int, frm: str, *, error: tuple[str, str] | None = None,
         job_id = Page.objects.values_list("job_id", flat=True).get(pk=page_id)
         counter = "pages_failed" if error else "pages_done"
         Job.objects.filter(pk=job_id).update(**{counter: F(counter) + 1}, updated_at=timezone.now())
-        complete = Q(pk=job_id, status=Job.Status.RUNNING) & Q(
-            pages_done__gte=F("page_count") - F("pages_failed")
-        )
+        complete = Q(pk=job_id, status=Job.Status.RUNNING) & Q(pages_done__gte=F("page_count") - F("pages_failed"))
         if Job.objects.filter(complete, pages_failed=0).update(status=Job.Status.ASSEMBLING, updated_at=timezone.now()):
             transaction.on_commit(lambda: dispatch.assemble(str(job_id)))
         elif Job.objects.filter(complete, pages_failed__gt=0).exists():
@@ -331,7 +327,9 @@ def _fail_from_pages(job_id) -> None:
     if first is None:
         return
     pages = ", ".join(str(p.index + 1) for p in failed[:20])
-    fail_job(job_id, first.error_code or "page:failed", f"{failed.count()} page(s) failed ({pages}): {first.error_message}")
+    fail_job(
+        job_id, first.error_code or "page:failed", f"{failed.count()} page(s) failed ({pages}): {first.error_message}"
+    )
 
 
 # --- timeline ----------------------------------------------------------------------------------

@@ -65,8 +65,11 @@ class Case:
 # --- builders --------------------------------------------------------------------------------------
 
 
-def text_pdf(text: str = "A born-digital page whose text layer is long enough to skip OCR entirely.",
-             pages: int = 1, size: tuple[float, float] = (612, 792)) -> bytes:
+def text_pdf(
+    text: str = "A born-digital page whose text layer is long enough to skip OCR entirely.",
+    pages: int = 1,
+    size: tuple[float, float] = (612, 792),
+) -> bytes:
     doc = pymupdf.open()
     for i in range(pages):
         page = doc.new_page(width=size[0], height=size[1])
@@ -97,8 +100,12 @@ def _png_chunk(kind: bytes, data: bytes) -> bytes:
 def png_claiming(width: int, height: int) -> bytes:
     """A well-formed PNG whose header claims ``width``×``height`` but carries one byte of data."""
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr) + _png_chunk(b"IDAT", zlib.compress(b"\0"))
-            + _png_chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", ihdr)
+        + _png_chunk(b"IDAT", zlib.compress(b"\0"))
+        + _png_chunk(b"IEND", b"")
+    )
 
 
 def png_bomb(side: int = 10_000) -> bytes:
@@ -108,8 +115,12 @@ def png_bomb(side: int = 10_000) -> bytes:
     row = b"\0" + b"\xff" * side
     parts = [comp.compress(row * 500) for _ in range(side // 500)]
     parts.append(comp.flush())
-    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr) + _png_chunk(b"IDAT", b"".join(parts))
-            + _png_chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", ihdr)
+        + _png_chunk(b"IDAT", b"".join(parts))
+        + _png_chunk(b"IEND", b"")
+    )
 
 
 def jpeg_claiming(width: int, height: int) -> bytes:
@@ -137,7 +148,7 @@ def tiff_with_huge_second_frame() -> bytes:
             needle = struct.pack(fmt, tag, typ, 1, 41, 0) if typ == 3 else struct.pack(fmt, tag, typ, 1, 41)
             at = data.rfind(needle)
             if at >= 0:
-                data[at:at + 12] = struct.pack("<HHII", tag, 4, 1, 100_000)
+                data[at : at + 12] = struct.pack("<HHII", tag, 4, 1, 100_000)
                 break
         else:
             raise RuntimeError(f"tag {tag} not found in the second IFD")
@@ -146,8 +157,9 @@ def tiff_with_huge_second_frame() -> bytes:
 
 def encrypted_pdf(user_pw: str | None) -> bytes:
     doc = pymupdf.open(stream=text_pdf(), filetype="pdf")
-    return doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner-secret", user_pw=user_pw or "",
-                       permissions=0)
+    return doc.tobytes(
+        encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner-secret", user_pw=user_pw or "", permissions=0
+    )
 
 
 def zero_page_pdf() -> bytes:
@@ -171,14 +183,15 @@ def broken_xref_pdf() -> bytes:
     data = data.replace(b"startxref\n", b"startxref\n9")  # an offset past the end of the file
     at = data.find(b"xref\n0 ")
     if at >= 0:
-        data = data[:at] + b"xref\n0 " + b"9" + data[at + 7:]
+        data = data[:at] + b"xref\n0 " + b"9" + data[at + 7 :]
     return data
 
 
 def javascript_and_attachment_pdf() -> bytes:
     """Opens with a JavaScript action, has a JavaScript link, and carries an embedded file."""
-    doc = pymupdf.open(stream=text_pdf("This page carries JavaScript and an attachment; only its pixels count."),
-                       filetype="pdf")
+    doc = pymupdf.open(
+        stream=text_pdf("This page carries JavaScript and an attachment; only its pixels count."), filetype="pdf"
+    )
     catalog = doc.pdf_catalog()
     js = doc.get_new_xref()
     doc.update_object(js, "<< /S /JavaScript /JS (app.alert\\('pwned'\\); this.exportDataObject\\({cName: 'x'}\\);) >>")
@@ -201,8 +214,11 @@ def pdf_image_bomb(side: int = 12_000) -> bytes:
     doc = pymupdf.open()
     page = doc.new_page()
     image = doc.get_new_xref()
-    doc.update_object(image, f"<< /Type /XObject /Subtype /Image /Width {side} /Height {side} /BitsPerComponent 8 "
-                             f"/ColorSpace /DeviceGray /Filter /FlateDecode /Length {len(stream)} >>")
+    doc.update_object(
+        image,
+        f"<< /Type /XObject /Subtype /Image /Width {side} /Height {side} /BitsPerComponent 8 "
+        f"/ColorSpace /DeviceGray /Filter /FlateDecode /Length {len(stream)} >>",
+    )
     doc.update_stream(image, stream, compress=False)
     doc.xref_set_key(page.xref, "Resources", f"<< /XObject << /Im0 {image} 0 R >> >>")
     contents = doc.get_new_xref()
@@ -231,66 +247,171 @@ CASES: list[Case] = [
     # Empty and unknown bytes
     Case("bad_empty.pdf", shared("bad_empty.pdf"), Refused(422, "input:empty"), "zero-byte file (shared/data/dev)"),
     Case("empty.png", lambda: b"", Refused(422, "input:empty"), "zero bytes with an image name"),
-    Case("random.pdf", lambda: bytes((i * 7919 + 13) % 251 for i in range(4096)), Refused(415, "input:unsupported-type"),
-         "noise named .pdf: the type comes from the bytes"),
-    Case("image.gif", lambda: b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,"
-         b"\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;", Refused(415, "input:unsupported-type"),
-         "GIF is not accepted"),
+    Case(
+        "random.pdf",
+        lambda: bytes((i * 7919 + 13) % 251 for i in range(4096)),
+        Refused(415, "input:unsupported-type"),
+        "noise named .pdf: the type comes from the bytes",
+    ),
+    Case(
+        "image.gif",
+        lambda: (
+            b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,"
+            b"\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
+        ),
+        Refused(415, "input:unsupported-type"),
+        "GIF is not accepted",
+    ),
     Case("archive.zip", lambda: b"PK\x03\x04" + b"\0" * 200, Refused(415, "input:unsupported-type"), "ZIP archive"),
-    Case("program.pdf", lambda: b"\x7fELF\x02\x01\x01" + b"\0" * 500, Refused(415, "input:unsupported-type"),
-         "ELF executable named .pdf"),
-    Case("drawing.svg", lambda: b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
-         Refused(415, "input:unsupported-type"), "SVG with a script"),
+    Case(
+        "program.pdf",
+        lambda: b"\x7fELF\x02\x01\x01" + b"\0" * 500,
+        Refused(415, "input:unsupported-type"),
+        "ELF executable named .pdf",
+    ),
+    Case(
+        "drawing.svg",
+        lambda: b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
+        Refused(415, "input:unsupported-type"),
+        "SVG with a script",
+    ),
     # PDFs
-    Case("bad_password-example.pdf", shared("bad_password-example.pdf"), Refused(422, "input:encrypted"),
-         "needs a user password (shared/data/dev)"),
-    Case("encrypted_aes256.pdf", lambda: encrypted_pdf("user-secret"), Refused(422, "input:encrypted"),
-         "AES-256 with a user password"),
-    Case("permissions_only.pdf", lambda: encrypted_pdf(None), Done(),
-         "owner password only: readable without a password, so processed"),
+    Case(
+        "bad_password-example.pdf",
+        shared("bad_password-example.pdf"),
+        Refused(422, "input:encrypted"),
+        "needs a user password (shared/data/dev)",
+    ),
+    Case(
+        "encrypted_aes256.pdf",
+        lambda: encrypted_pdf("user-secret"),
+        Refused(422, "input:encrypted"),
+        "AES-256 with a user password",
+    ),
+    Case(
+        "permissions_only.pdf",
+        lambda: encrypted_pdf(None),
+        Done(),
+        "owner password only: readable without a password, so processed",
+    ),
     Case("zero_pages.pdf", zero_page_pdf, Refused(422, "input:empty"), "valid PDF with an empty page tree"),
     Case("broken_xref.pdf", broken_xref_pdf, Done(), "xref offsets wrong: repaired and processed"),
-    Case("truncated.pdf", lambda: truncated(_multi_page_source(), 0.35), Done(),
-         "first 35% of a 5-page PDF: the repaired document's surviving pages are processed"),
-    Case("header_only.pdf", lambda: b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", Refused(422, "input:corrupt"),
-         "a PDF header and nothing else"),
-    Case("html_with_pdf_header.pdf", lambda: b"<html><body>%PDF-1.4 not really</body></html>" + b" " * 300,
-         Refused(422, "input:corrupt"), "polyglot-ish: %PDF- in the first 1024 bytes of HTML"),
-    Case("javascript_and_attachment.pdf", javascript_and_attachment_pdf, Done(),
-         "OpenAction JavaScript, javascript: link, embedded file: rendered, nothing run or extracted"),
-    Case("huge_mediabox.pdf", lambda: text_pdf(size=(20_000, 20_000)), Refused(422, "input:image-too-large"),
-         "a 278-inch page would render past the pixel cap"),
-    Case("six_pages.pdf", lambda: text_pdf(pages=6), Refused(422, "input:too-many-pages"),
-         "over OCR_MAX_PAGES (5 for this case)", settings={"OCR_MAX_PAGES": 5}),
-    Case("pdf_image_bomb.pdf", pdf_image_bomb, Done(),
-         "a 12000x12000 image deflated to ~140 KB inside a page: decoded subsampled to the render size"),
-    Case("polyglot_pdf_zip.pdf", lambda: text_pdf("A PDF with a ZIP archive glued to its end.") + b"PK\x03\x04" + b"\0" * 64,
-         Done(), "PDF + ZIP polyglot: read as the PDF it starts as"),
+    Case(
+        "truncated.pdf",
+        lambda: truncated(_multi_page_source(), 0.35),
+        Done(),
+        "first 35% of a 5-page PDF: the repaired document's surviving pages are processed",
+    ),
+    Case(
+        "header_only.pdf",
+        lambda: b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n",
+        Refused(422, "input:corrupt"),
+        "a PDF header and nothing else",
+    ),
+    Case(
+        "html_with_pdf_header.pdf",
+        lambda: b"<html><body>%PDF-1.4 not really</body></html>" + b" " * 300,
+        Refused(422, "input:corrupt"),
+        "polyglot-ish: %PDF- in the first 1024 bytes of HTML",
+    ),
+    Case(
+        "javascript_and_attachment.pdf",
+        javascript_and_attachment_pdf,
+        Done(),
+        "OpenAction JavaScript, javascript: link, embedded file: rendered, nothing run or extracted",
+    ),
+    Case(
+        "huge_mediabox.pdf",
+        lambda: text_pdf(size=(20_000, 20_000)),
+        Refused(422, "input:image-too-large"),
+        "a 278-inch page would render past the pixel cap",
+    ),
+    Case(
+        "six_pages.pdf",
+        lambda: text_pdf(pages=6),
+        Refused(422, "input:too-many-pages"),
+        "over OCR_MAX_PAGES (5 for this case)",
+        settings={"OCR_MAX_PAGES": 5},
+    ),
+    Case(
+        "pdf_image_bomb.pdf",
+        pdf_image_bomb,
+        Done(),
+        "a 12000x12000 image deflated to ~140 KB inside a page: decoded subsampled to the render size",
+    ),
+    Case(
+        "polyglot_pdf_zip.pdf",
+        lambda: text_pdf("A PDF with a ZIP archive glued to its end.") + b"PK\x03\x04" + b"\0" * 64,
+        Done(),
+        "PDF + ZIP polyglot: read as the PDF it starts as",
+    ),
     # Images
-    Case("absurd_dimensions.png", lambda: png_claiming(100_000, 100_000), Refused(422, "input:image-too-large"),
-         "PNG header claims 10^10 pixels"),
-    Case("bomb.png", png_bomb, Refused(422, "input:image-too-large"),
-         "10000x10000 pixels deflated to ~100 KB (decompression bomb)"),
-    Case("absurd_dimensions.jpg", lambda: jpeg_claiming(65_000, 65_000), Refused(422, "input:image-too-large"),
-         "JPEG SOF claims 65000x65000"),
-    Case("absurd_dimensions.bmp", lambda: bmp_claiming(60_000, 60_000), Refused(422, "input:image-too-large"),
-         "BMP header claims 60000x60000 and has no pixel data"),
-    Case("huge_second_frame.tif", tiff_with_huge_second_frame, Refused(422, "input:image-too-large"),
-         "page 1 is small, page 2 claims 100000x100000"),
-    Case("truncated.png", lambda: truncated(text_png(), 0.6), Refused(422, "input:corrupt"),
-         "PNG cut mid-IDAT: the checksum walk in the probe notices"),
-    Case("truncated.jpg", lambda: truncated(text_jpeg(), 0.5), Failed("input:corrupt"),
-         "JPEG cut in the scan data: only decoding notices, so the job fails in the worker"),
-    Case("polyglot_png_pdf.png", lambda: text_png() + text_pdf("The PDF hidden after the PNG."), Done(),
-         "PNG with a PDF appended: read as the PNG it starts as"),
+    Case(
+        "absurd_dimensions.png",
+        lambda: png_claiming(100_000, 100_000),
+        Refused(422, "input:image-too-large"),
+        "PNG header claims 10^10 pixels",
+    ),
+    Case(
+        "bomb.png",
+        png_bomb,
+        Refused(422, "input:image-too-large"),
+        "10000x10000 pixels deflated to ~100 KB (decompression bomb)",
+    ),
+    Case(
+        "absurd_dimensions.jpg",
+        lambda: jpeg_claiming(65_000, 65_000),
+        Refused(422, "input:image-too-large"),
+        "JPEG SOF claims 65000x65000",
+    ),
+    Case(
+        "absurd_dimensions.bmp",
+        lambda: bmp_claiming(60_000, 60_000),
+        Refused(422, "input:image-too-large"),
+        "BMP header claims 60000x60000 and has no pixel data",
+    ),
+    Case(
+        "huge_second_frame.tif",
+        tiff_with_huge_second_frame,
+        Refused(422, "input:image-too-large"),
+        "page 1 is small, page 2 claims 100000x100000",
+    ),
+    Case(
+        "truncated.png",
+        lambda: truncated(text_png(), 0.6),
+        Refused(422, "input:corrupt"),
+        "PNG cut mid-IDAT: the checksum walk in the probe notices",
+    ),
+    Case(
+        "truncated.jpg",
+        lambda: truncated(text_jpeg(), 0.5),
+        Failed("input:corrupt"),
+        "JPEG cut in the scan data: only decoding notices, so the job fails in the worker",
+    ),
+    Case(
+        "polyglot_png_pdf.png",
+        lambda: text_png() + text_pdf("The PDF hidden after the PNG."),
+        Done(),
+        "PNG with a PDF appended: read as the PNG it starts as",
+    ),
     # Names: the stored name is ours; the client's is display text only
     Case("traversal", lambda: text_pdf(), Done(), "path traversal in the name", filename="../../../etc/passwd.pdf"),
-    Case("control", lambda: text_pdf(), Done(), "control characters and an ANSI escape in the name",
-         filename="evil\x1b[31mred\x07\x7f\t.pdf"),
+    Case(
+        "control",
+        lambda: text_pdf(),
+        Done(),
+        "control characters and an ANSI escape in the name",
+        filename="evil\x1b[31mred\x07\x7f\t.pdf",
+    ),
     Case("unicode", lambda: text_pdf(), Done(), "Unicode name", filename="résumé 文書 \U0001f4c4.pdf"),
     Case("long_name", lambda: text_pdf(), Done(), "a 300-character name: kept to 255", filename="n" * 296 + ".pdf"),
-    Case("huge_name", lambda: text_pdf(), Refused(400, "request:malformed"),
-         "a 2000-character name overflows the multipart header limit", filename="n" * 1996 + ".pdf"),
+    Case(
+        "huge_name",
+        lambda: text_pdf(),
+        Refused(400, "request:malformed"),
+        "a 2000-character name overflows the multipart header limit",
+        filename="n" * 1996 + ".pdf",
+    ),
 ]
 
 # Expected display names after cleaning (services.clean_filename), for the name cases.

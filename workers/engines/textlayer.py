@@ -97,7 +97,9 @@ def _label(bbox, size: float, bold: bool, n_lines: int, body: float, height: flo
     return "text"
 
 
-def _tables(page: pymupdf.Page, config: TextLayerConfig, scale: float) -> list[tuple[tuple[float, float, float, float], str]]:
+def _tables(
+    page: pymupdf.Page, config: TextLayerConfig, scale: float
+) -> list[tuple[tuple[float, float, float, float], str]]:
     if config.tables == "off":
         return []
     if config.tables == "auto":

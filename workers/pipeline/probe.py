@@ -112,7 +112,9 @@ def _probe_pdf(data: bytes, *, max_pages: int) -> int:
                     raise InputError("input:corrupt", f"page {page.number + 1} has no area")
                 # A page whose media box is absurd (a 200-inch square) would render to a huge image.
                 if rect.width * rect.height > 14400 * 14400:
-                    raise InputError("input:image-too-large", f"page {page.number + 1} is {rect.width:.0f}×{rect.height:.0f} pt")
+                    raise InputError(
+                        "input:image-too-large", f"page {page.number + 1} is {rect.width:.0f}×{rect.height:.0f} pt"
+                    )
         except InputError:
             raise
         except Exception as exc:  # a page tree broken past repair: MuPDF raises plain RuntimeErrors

@@ -56,8 +56,7 @@ class Command(BaseCommand):
                 total = Job.objects.values_list("page_count", flat=True).get(pk=job_id)
                 if total < 2 or opts["quiet"]:
                     return
-                bar = tqdm(total=total, desc=path.name, unit="page", file=sys.stderr, disable=False,
-                           mininterval=0.2)
+                bar = tqdm(total=total, desc=path.name, unit="page", file=sys.stderr, disable=False, mininterval=0.2)
             bar.update(1)
 
         services.page_finished.connect(on_page, weak=False)
