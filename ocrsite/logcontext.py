@@ -94,5 +94,10 @@ def logging_config(fmt: str, level: str) -> dict:
             }
         },
         "root": {"handlers": ["console"], "level": level},
-        "loggers": {"RapidOCR": {"level": "WARNING"}, "rapid_layout": {"level": "WARNING"}},
+        # axes announces itself at every start-up; only its warnings (lockouts) matter.
+        "loggers": {
+            "RapidOCR": {"level": "WARNING"},
+            "rapid_layout": {"level": "WARNING"},
+            "axes": {"level": "WARNING"},
+        },
     }

