@@ -46,34 +46,9 @@ def small_page(n: int) -> bytes:
 
 
 def worker(name: str, queues: str, concurrency: int, **extra: str) -> stack.Proc:
-    cmd = [
-        str(stack.BIN / "celery"),
-        "-A",
-        "ocrsite",
-        "worker",
-        "-Q",
-        queues,
-        "-n",
-        f"{name}@%h",
-        "--concurrency",
-        str(concurrency),
-        "--loglevel",
-        "INFO",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-    ]
-    proc = stack.Proc(f"gpu-{name}", cmd, stack.env(**extra))
+    proc = stack.start_worker(concurrency, stack.env(**extra), name=f"gpu-{name}", queues=queues)
     STARTED.append(proc)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            raise RuntimeError(f"worker exited:\n{proc.tail()}")
-        if "ready." in proc.log.read_text(errors="replace"):
-            return proc
-        time.sleep(0.2)
-    proc.stop()
-    raise RuntimeError(f"worker {name} did not become ready:\n{proc.tail()}")
+    return proc
 
 
 def submit(n: int) -> str:

@@ -168,16 +168,18 @@ def start_web(cmd: str, port: int, name: str = "web", environ: dict[str, str] | 
     raise RuntimeError(f"{cmd} did not answer /healthz:\n{proc.tail()}")
 
 
-def start_worker(concurrency: int, environ: dict[str, str], name: str = "bench") -> Proc:
-    """One worker consuming every queue with ``concurrency`` prefork children: W processes.
-    Log level INFO as in the Procfile; "ready." in its log is the signal it consumes."""
+def start_worker(
+    concurrency: int, environ: dict[str, str], name: str = "bench", queues: str = "cpu,layout,ocr"
+) -> Proc:
+    """One worker consuming ``queues`` (default: every queue) with ``concurrency`` prefork
+    children. Log level INFO as in the Procfile; "ready." in its log is the signal it consumes."""
     cmd = [
         str(BIN / "celery"),
         "-A",
         "ocrsite",
         "worker",
         "-Q",
-        "cpu,layout,ocr",
+        queues,
         "-n",
         f"{name}@%h",
         "--concurrency",
