@@ -120,7 +120,14 @@ def ingest(job_id: str) -> None:
         # A late duplicate that only re-sends waiting pages leaves no second event.
         if created or not StageEvent.objects.filter(job_id=job_id, stage="ingest").exists():
             services.record(job_id, "ingest", started=started, detail={"ocr_pages": len(to_layout)})
-    if to_layout:
+    if not to_layout:
+        return
+    if engine_settings(job.engine).layout == "none":
+        # One-stage page models find their own regions: such pages never visit the layout tier,
+        # so they cannot wake its GPU workers (KEDA scales them on the layout list).
+        ready = [pid for pid in to_layout if services.move_page(pid, Page.Status.QUEUED, Page.Status.DETECTED)]
+        transaction.on_commit(lambda: dispatch.recognize(ready))
+    else:
         transaction.on_commit(lambda: dispatch.detect_layout(to_layout))
 
 
