@@ -392,52 +392,40 @@ class JobAdmin(admin.ModelAdmin):
         return FileResponse(fh, as_attachment=True, filename=name)
 
 
+class PipelineRecordAdmin(admin.ModelAdmin):
+    """Rows the pipeline writes: viewable, never added or edited by hand (an edit would disagree
+    with the stored results and the timeline), listed with a bounded count."""
+
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    paginator = console.CappedCountPaginator
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(Page)
-class PageAdmin(admin.ModelAdmin):
+class PageAdmin(PipelineRecordAdmin):
     list_display = ("job", "index", "status", "source", "layout_ms", "recognize_ms", "error_code")
     list_filter = ("status", "source")
     list_select_related = ("job",)
     raw_id_fields = ("job",)
-    show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER
-    paginator = console.CappedCountPaginator
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False  # written by the pipeline; a hand edit would disagree with the stored results
 
 
 @admin.register(Region)
-class RegionAdmin(admin.ModelAdmin):
+class RegionAdmin(PipelineRecordAdmin):
     list_display = ("page", "order", "label", "status", "engine", "confidence")
     list_filter = ("label", "status")
     list_select_related = ("page",)
     raw_id_fields = ("page",)
-    show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER
-    paginator = console.CappedCountPaginator
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False  # written by the pipeline; a hand edit would disagree with the stored results
 
 
 @admin.register(StageEvent)
-class StageEventAdmin(admin.ModelAdmin):
+class StageEventAdmin(PipelineRecordAdmin):
     list_display = ("job", "stage", "outcome", "worker", "actor", "attempt", "started_at", "duration_ms")
     list_filter = ("stage", "outcome")
     list_select_related = ("job",)
     raw_id_fields = ("job", "page")
-    show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER
-    paginator = console.CappedCountPaginator
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False  # the timeline is a record, not a draft
