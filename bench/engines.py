@@ -1,6 +1,6 @@
 """The two OCR engines P2 compares, each as "image in, plain text out".
 
-The CPU engine is built exactly as a worker builds it (``apps.jobs.pipeline.engine_settings()``
+The CPU engine is built exactly as a worker builds it (``workers.engine_setup.deployment()``
 reads the same settings), so a tuned default measured here is the default that runs in
 production. Tesseract 5 is the Debian package, called as its CLI is called in practice.
 """
@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
@@ -29,17 +30,11 @@ def django_settings():
 
 
 def production_config(**overrides) -> CpuRecognizerConfig:
-    """The recognizer config a worker builds (mirrors apps.jobs.pipeline.engine_settings)."""
-    s = django_settings()
-    fields = {
-        "threads": s.OCR_ENGINE_THREADS,
-        "det_max_side": s.OCR_DET_MAX_SIDE,
-        "rec_batch": s.OCR_REC_BATCH,
-    }
-    for name, setting in (("det_limit_side", "OCR_DET_LIMIT_SIDE"), ("det_limit_type", "OCR_DET_LIMIT_TYPE")):
-        if hasattr(s, setting):
-            fields[name] = getattr(s, setting)
-    return replace(CpuRecognizerConfig(**fields), **overrides)
+    """The recognizer config a worker builds (``workers.engine_setup`` reads the same settings)."""
+    django_settings()
+    from workers import engine_setup
+
+    return replace(engine_setup.deployment().cpu_recognizer, **overrides)
 
 
 class Rapid:
@@ -78,10 +73,10 @@ class Tesseract:
 
     def prepare(self, image: np.ndarray, name: str) -> str:
         """The PNG is written before timing starts: the CPU engine gets its pixels in memory."""
-        path = os.path.join(self._tmp.name, f"{abs(hash(name))}.png")
-        if not os.path.exists(path):
+        path = Path(self._tmp.name) / f"{abs(hash(name))}.png"
+        if not path.exists():
             Image.fromarray(image).save(path, compress_level=1)
-        return path
+        return str(path)
 
     def warm(self, image: np.ndarray) -> None:
         self.run(self.prepare(image, "warm"), 300)

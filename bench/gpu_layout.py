@@ -29,8 +29,8 @@ os.environ.setdefault("BENCH_DB_NAME", "ocr_gpu_bench")
 os.environ.setdefault("BENCH_BROKER_URL", "redis://127.0.0.1:6379/3")
 os.environ.setdefault("BENCH_MEDIA_ROOT", "/tmp/media_gpu_bench")
 
-from bench import stack  # noqa: E402  (reads the BENCH_* variables above)
-from bench.common import header, loadavg, machine, report, table  # noqa: E402
+from bench import stack
+from bench.common import header, loadavg, machine, report, table
 
 STARTED: list[stack.Proc] = []  # stopped in run()'s finally, whatever fails
 
@@ -145,7 +145,7 @@ def run(argv: list[str]) -> None:
     import django
 
     django.setup()
-    from ocrsite.celery import app  # noqa: F401  (the app dispatch sends with)
+    from ocrsite.celery import app  # noqa: F401  (the app apps.jobs.enqueue sends with)
 
     batch = int(stack.env().get("OCR_LAYOUT_BATCH", "8"))
     try:

@@ -27,11 +27,11 @@ import cv2
 import httpx
 import numpy as np
 
+from apps.jobs.documents import load_image_frame
 from bench.common import DEV, ROOT, header, loadavg, machine, report, table
 from bench.stack import free_port
 from workers.engines.base import LayoutBox
 from workers.engines.vllm import VllmConfig, VllmRecognizer, _crop
-from workers.pipeline.raster import load_image_frame
 
 
 def page_and_regions(per_page: int) -> tuple[np.ndarray, list[LayoutBox]]:

@@ -31,9 +31,9 @@ from bench import common, stack
 
 def _direct_worker(threads: int, warm: bytes, tasks, results, ready, start) -> None:
     os.environ["OCR_ENGINE_THREADS"] = str(threads)
+    from apps.jobs.documents import load_image_frame
     from bench.engines import django_settings, production_config
     from workers.engines.cpu import CpuLayoutConfig, RapidLayoutEngine, RapidOcrRecognizer
-    from workers.pipeline.raster import load_image_frame
 
     s = django_settings()
     layout = RapidLayoutEngine(CpuLayoutConfig(threads=threads))
@@ -127,7 +127,7 @@ def run_pipeline(client: httpx.Client, pages: list[bytes]) -> dict:
 
 def _corpus(dpi: int, copies: int) -> list[bytes]:
     """OCR pages as PNG: multi_page.pdf's five pages and the scanned page, rendered at OCR_DPI."""
-    from workers.pipeline.raster import encode_png
+    from apps.jobs.documents import encode_png
 
     images = [common.render(common.DEV / "multi_page.pdf", i, dpi) for i in range(5)]
     images.append(common.render(common.DEV / "scanned_ocr_test.pdf", 0, dpi))

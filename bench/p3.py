@@ -16,11 +16,11 @@ import time
 
 import pymupdf
 
+from apps.jobs.documents import render_pdf_page
 from bench import common
 from bench.engines import django_settings, production_config
 from workers.engines import textlayer
 from workers.engines.cpu import CpuLayoutConfig, RapidLayoutEngine, RapidOcrRecognizer
-from workers.pipeline.raster import render_pdf_page
 
 FILES = (
     "multi_page.pdf",

@@ -1,5 +1,6 @@
-from __future__ import annotations
+"""The project: settings, URLs, the Celery app (``ocrsite.celery``) and the shared vocabulary.
 
-from .celery import app as celery_app
-
-__all__ = ["celery_app"]
+Deliberately empty of imports, so the Django-free engines can import ``ocrsite.vocabulary``
+without starting Celery; Django loads the Celery app when the jobs app is ready, and
+``celery -A ocrsite`` finds ``ocrsite.celery`` by itself.
+"""

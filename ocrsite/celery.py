@@ -1,4 +1,4 @@
-"""Celery application: configuration only. Tasks live in ``workers.tasks``."""
+"""Celery application: configuration only. Tasks live in the stage modules under ``workers``."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import os
 
 from celery import Celery
 
+from ocrsite.vocabulary import TASK_MODULES
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocrsite.settings")
 
 app = Celery("ocrsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["workers"])
+# The stage modules themselves (related_name=None), not a ``tasks`` module inside each.
+app.autodiscover_tasks(list(TASK_MODULES), related_name=None)

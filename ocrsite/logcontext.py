@@ -13,15 +13,17 @@ import logging
 from collections.abc import Iterable
 from contextvars import ContextVar, Token
 
+from ocrsite.vocabulary import TaskName
+
 job_id_var: ContextVar[str] = ContextVar("job_id", default="")
 page_id_var: ContextVar[str] = ContextVar("page_id", default="")
 
 # Which argument of each task names what; other tasks (sweep) bind nothing.
 _TASK_BINDINGS = {
-    "workers.ingest": job_id_var,
-    "workers.assemble": job_id_var,
-    "workers.recognize": page_id_var,
-    "workers.detect_layout": page_id_var,
+    TaskName.INGEST.value: job_id_var,
+    TaskName.ASSEMBLE.value: job_id_var,
+    TaskName.RECOGNIZE.value: page_id_var,
+    TaskName.DETECT_LAYOUT.value: page_id_var,
 }
 _tokens: dict[str, list[tuple[ContextVar[str], Token]]] = {}
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
-from kombu import Queue
+from kombu import Queue as KombuQueue
 
 from ocrsite.env import (
     ConfigError,
@@ -23,6 +23,7 @@ from ocrsite.env import (
     env_str,
 )
 from ocrsite.logcontext import logging_config
+from ocrsite.vocabulary import ROUTES, JobEngine, LayoutKind, Queue, RecognizerKind, TaskName
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OCR_VAR_DIR", str(BASE_DIR / "var")))
@@ -154,9 +155,10 @@ FILE_UPLOAD_HANDLERS = [
 ]
 
 # --- Engines ---------------------------------------------------------------------------------
-OCR_ENGINE = env_choice("OCR_ENGINE", "cpu", ("cpu", "gpu", "vlm-page"))
-OCR_LAYOUT_ENGINE = env_choice("OCR_LAYOUT_ENGINE", "cpu", ("cpu", "paddle"))
-OCR_RECOGNIZER = env_choice("OCR_RECOGNIZER", "cpu", ("cpu", "vllm"))
+OCR_ENGINE = env_choice("OCR_ENGINE", JobEngine.CPU.value, tuple(JobEngine))
+OCR_LAYOUT_ENGINE = env_choice("OCR_LAYOUT_ENGINE", LayoutKind.CPU.value, tuple(LayoutKind))
+# vllm-page is chosen per job (engine "vlm-page"); the deployment's default recognizer is one of these.
+OCR_RECOGNIZER = env_choice("OCR_RECOGNIZER", RecognizerKind.CPU.value, (RecognizerKind.CPU, RecognizerKind.VLLM))
 OCR_DPI = env_int("OCR_DPI", 200)
 OCR_LAYOUT_BATCH = env_int("OCR_LAYOUT_BATCH", 8)
 OCR_BATCH_WINDOW_MS = env_int("OCR_BATCH_WINDOW_MS", 100)
@@ -171,7 +173,7 @@ OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
 # Test-only fault injection through real configuration: pages whose index is listed fail.
 OCR_FAIL_PAGES = env_list("OCR_FAIL_PAGES", [])
 
-# --- GPU engines (issue 3): PaddleOCR layout, vLLM recognition -------------------------------
+# --- GPU engines: PaddleOCR layout, vLLM recognition -----------------------------------------
 OCR_PADDLE_MODEL_DIR = env_str("OCR_PADDLE_MODEL_DIR", "")
 OCR_PADDLE_MODEL = env_choice("OCR_PADDLE_MODEL", "PP-DocLayoutV3", ("PP-DocLayoutV3", "PP-DocLayout_plus-L"))
 OCR_PADDLE_BATCH = env_int("OCR_PADDLE_BATCH", OCR_LAYOUT_BATCH)
@@ -197,7 +199,11 @@ OCR_TASK_SOFT_LIMIT = env_int("OCR_TASK_SOFT_LIMIT", 600)
 OCR_TASK_HARD_LIMIT = env_int("OCR_TASK_HARD_LIMIT", 660)
 OCR_STALE_AFTER = env_int("OCR_STALE_AFTER", OCR_TASK_HARD_LIMIT + 120)
 OCR_SWEEP_EVERY = env_int("OCR_SWEEP_EVERY", 60)
+# The retry policy (workers/retry.py): tries per page or job stage, and full-jitter exponential
+# backoff between them (attempt n waits up to min(MAX, BACKOFF × 2^(n-1)) seconds).
 OCR_MAX_ATTEMPTS = env_int("OCR_MAX_ATTEMPTS", 3)
+OCR_RETRY_BACKOFF_S = env_float("OCR_RETRY_BACKOFF_S", 2.0)
+OCR_RETRY_BACKOFF_MAX_S = env_float("OCR_RETRY_BACKOFF_MAX_S", 120.0)
 OCR_RETENTION_DAYS = env_int("OCR_RETENTION_DAYS", 30)
 
 # --- Celery ------------------------------------------------------------------------------------
@@ -215,25 +221,19 @@ CELERY_TASK_TIME_LIMIT = OCR_TASK_HARD_LIMIT
 # Redis re-delivers an unacked message after this; it must exceed the longest hard limit or a
 # running task would be handed to a second worker while the first still works on it.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": OCR_TASK_HARD_LIMIT * 2 + 60}
-CELERY_TASK_DEFAULT_QUEUE = "cpu"
-CELERY_TASK_QUEUES = [Queue("cpu"), Queue("layout"), Queue("ocr")]
-CELERY_TASK_ROUTES = {
-    "workers.ingest": {"queue": "cpu"},
-    "workers.assemble": {"queue": "cpu"},
-    "workers.sweep": {"queue": "cpu"},
-    "workers.detect_layout": {"queue": "layout"},
-    "workers.recognize": {"queue": "ocr"},
-}
+CELERY_TASK_DEFAULT_QUEUE = Queue.CPU.value
+CELERY_TASK_QUEUES = [KombuQueue(q.value) for q in Queue]
+CELERY_TASK_ROUTES = {task.value: {"queue": queue.value} for task, queue in ROUTES.items()}
 CELERY_WORKER_SEND_TASK_EVENTS = True
 CELERY_TASK_SEND_SENT_EVENT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
-    "sweep": {"task": "workers.sweep", "schedule": float(OCR_SWEEP_EVERY)},
+    "sweep": {"task": TaskName.SWEEP.value, "schedule": float(OCR_SWEEP_EVERY)},
 }
 
 # --- REST API ----------------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    # Auth lives here and only here; the perimeter issue adds API keys and JWT to this list.
+    # Auth lives here and only here.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Integrators: per-client API keys, and OIDC bearer tokens when OIDC_ISSUER is set.
         "apps.api.auth.ApiKeyAuthentication",

@@ -70,7 +70,7 @@ class Issuer:
         issuer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 issuer.fetches += 1
                 body = json.dumps(issuer.jwks).encode()
                 self.send_response(200)

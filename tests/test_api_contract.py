@@ -149,6 +149,6 @@ def test_openapi_schema_lists_the_job_endpoints(api):
     job = next(p for p in paths if p.startswith("/api/v1/jobs/{") and p.endswith("}/"))
     assert {"get", "post"} <= set(paths["/api/v1/jobs/"]) or {"get", "post"} <= set(paths.get("/api/v1/jobs", {}))
     assert {"get", "delete"} <= set(paths[job])
-    assert any(p.endswith("/result/") or p.endswith("/result") for p in paths)
+    assert any(p.endswith(("/result/", "/result")) for p in paths)
     assert "/process" in paths and any(p.startswith("/status/") for p in paths)
     assert api.get("/api/docs/").status_code == 200

@@ -37,11 +37,11 @@ from django.utils import timezone
 from PIL import Image
 
 from apps.jobs import services
+from apps.jobs.documents import encode_png
 from apps.jobs.models import Job, Page, Region, StageEvent
 from ocrsite.celery import app as celery_app
 from tests.conftest import dev_file
 from tests.queues import Broker
-from workers.pipeline.raster import encode_png
 
 FAIL_CODE = "engine:injected-fault"
 

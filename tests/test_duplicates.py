@@ -15,11 +15,11 @@ from celery import current_app
 from django.conf import settings
 from django.utils import timezone
 
-from apps.jobs import pipeline
 from apps.jobs.models import Job, Page, StageEvent
 from tests.conftest import dev_file, upload, wait_for_job
 from tests.queues import Broker
-from workers.pipeline.metrics import strip_markdown, word_scores
+from workers.content.accuracy import strip_markdown, word_scores
+from workers.sweep import resend_lost_work
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_sweep_requeues_a_claim_whose_worker_died(api, broker):
             )
             == 1
         )
-        counts = pipeline.sweep()
+        counts = resend_lost_work()
         assert counts["released_detecting"] == 1 and counts["layout"] >= 1, counts
         assert broker.lengths()["layout"] == 1
     done = wait_for_job(api, job_id)

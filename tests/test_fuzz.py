@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.transport.serialization import Binary
 
+from apps.api.errors import input_status
+from apps.jobs.documents import KINDS, InputError, probe, sniff
 from ocrsite.wsgi import application
 from tests.hostile.corpus import text_jpeg, text_pdf, text_png
 from tests.perimeter import new_key, queues_held
-from workers.pipeline.probe import KINDS, InputError, probe, sniff
 
 # --- schemathesis: the REST API in-process through its WSGI application ---------------------------
 
@@ -146,7 +147,7 @@ def test_probe_raises_only_input_errors_and_returns_quickly(data):
     try:
         found = probe(io.BytesIO(data), max_pages=5, max_pixels=4_000_000)
     except InputError as exc:
-        assert exc.code.startswith("input:") and 400 <= exc.status < 500
+        assert exc.code.startswith("input:") and 400 <= input_status(exc.code) < 500
     else:
         assert found.kind in KINDS and 1 <= found.page_count <= 5
     # "Never hangs": every input is decided in bounded time (generous for a shared 2-core box).

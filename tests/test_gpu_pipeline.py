@@ -19,6 +19,7 @@ import pytest
 from django.conf import settings
 from PIL import Image, ImageDraw
 
+from apps.jobs.documents import load_image_frame
 from apps.jobs.models import Job, Page, Region, StageEvent
 from ocrsite.celery import app as celery_app
 from tests.conftest import dev_file, upload, wait_for_job
@@ -28,7 +29,6 @@ from workers.engines.base import LayoutBox
 from workers.engines.cpu import CpuRecognizerConfig, RapidOcrRecognizer
 from workers.engines.mixed import MixedRecognizer
 from workers.engines.vllm import VllmConfig, VllmRecognizer
-from workers.pipeline.raster import load_image_frame
 
 BURST = 50
 

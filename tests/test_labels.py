@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from workers.content.labels import false_titles
 from workers.engines.base import RegionText, TextLine
-from workers.pipeline.labels import false_titles
 
 
 def _region(*rows: tuple[float, float]) -> RegionText:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from workers.content.formats import to_markdown
 from workers.engines.base import LayoutBox, TextLine
 from workers.engines.cpu import assign_lines
-from workers.pipeline.assemble import to_markdown
 
 
 def _line(text: str, x0: float, y0: float, x1: float, y1: float) -> TextLine:

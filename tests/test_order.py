@@ -7,7 +7,7 @@ import pymupdf
 import pytest
 
 from tests.conftest import upload, wait_for_job
-from workers.pipeline.order import reading_order
+from workers.content.order import reading_order
 
 # --- unit cases (page pixels: x0, y0, x1, y1) ----------------------------------------------------
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from apps.jobs.documents import load_image_frame
 from tests.conftest import dev_file
 from workers.engines import paddle
 from workers.engines.base import LABELS, EngineError
-from workers.pipeline.raster import load_image_frame
 
 V3_RESULT = {
     "res": {

@@ -7,9 +7,9 @@ import pymupdf
 import pytest
 
 from tests.conftest import dev_file
+from workers.content.accuracy import word_scores
+from workers.content.order import reading_order
 from workers.engines import textlayer
-from workers.pipeline.metrics import word_scores
-from workers.pipeline.order import reading_order
 
 BORN_DIGITAL = [
     "multi_page.pdf",

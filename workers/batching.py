@@ -2,9 +2,9 @@
 
 Built on celery-batches: messages for the batched task are buffered in the worker's consumer
 and flushed to the pool when ``flush_every`` messages have arrived or the first of them has
-waited ``window_s``, whichever is first. One message carries one page (dispatch sends them that
-way), so a pass is at most OCR_LAYOUT_BATCH pages, and a page that arrives alone waits
-OCR_BATCH_WINDOW_MS (plus one timer tick, a tenth of that) before its pass starts.
+waited ``window_s``, whichever is first. One message carries one page (``apps.jobs.enqueue``
+sends them that way), so a pass is at most OCR_LAYOUT_BATCH pages, and a page that arrives alone
+waits OCR_BATCH_WINDOW_MS (plus one timer tick, a tenth of that) before its pass starts.
 
 Why celery-batches rather than our own consumer: it keeps Celery's delivery guarantees. With
 ``acks_late`` the buffered messages stay unacknowledged until the batch has run, so a worker
@@ -15,9 +15,9 @@ keeps a redelivery harmless). Two things it leaves to us, handled here:
   runs GPU queues with ``prefetch_multiplier=1``: a one-process layout worker would only ever
   hold one message, i.e. batches of one. ``Strategy`` raises the consumer's prefetch to two
   batches, so the next batch fills while the current one runs on the GPU.
-- Retries. A batch task has no per-message ``retry``; a transient engine error (the pipeline
-  has already handed the claims back) re-sends the pages with exponential backoff instead.
-  Attempts are counted on the page rows, so this cannot loop forever.
+- Retries. A batch task has no per-message ``retry``; the layout stage hands the claims of a
+  transient failure back and re-sends those pages itself (``workers.retry``'s policy; attempts
+  are counted on the page rows, so this cannot loop forever).
 
 The batch runs in the pool without Celery's per-task time limits (celery-batches calls the
 pool directly); the sweep's stale-claim rule is the backstop for a hung pass.
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import time
 from collections.abc import Iterable, Sequence
 from queue import Queue
@@ -85,7 +84,7 @@ class Collector(Batches):
             return  # the window is open and the batch not full yet
         super()._do_flush()
 
-    def Strategy(self, task: Any, app: Any, consumer: Any):  # noqa: N802 (Celery's name)
+    def Strategy(self, task: Any, app: Any, consumer: Any):
         handler = super().Strategy(task, app, consumer)
         if consumer.initial_prefetch_count:  # 0 means unlimited: nothing to raise
             procs = max(1, getattr(consumer.pool, "num_processes", 1) or 1)
@@ -121,8 +120,3 @@ def page_ids_of(requests: Iterable[Any]) -> list[int]:
 def chunked(ids: Sequence[int], size: int) -> list[list[int]]:
     size = max(1, size)
     return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
-
-
-def backoff_s(attempt: int, base: float = 2.0, cap: float = 120.0) -> float:
-    """Full jitter, like ``PipelineTask``'s retry_backoff."""
-    return random.uniform(0, min(cap, base * 2 ** max(0, attempt)))

@@ -30,6 +30,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from apps.api.models import TenantAPIKey
+from ocrsite.vocabulary import ErrorCode
 
 # Keys are "<prefix>.<secret>" from get_random_string (ASCII letters and digits). Anything else is
 # refused before it reaches the database (a NUL byte would make PostgreSQL raise).
@@ -176,7 +177,7 @@ def verify_token(token: str) -> dict[str, Any]:
     except jwt.PyJWKClientConnectionError as exc:
         from apps.api.errors import ApiError  # here, not at the top: rest_framework.views imports this module
 
-        raise ApiError(503, "auth:jwks-unavailable", f"the issuer's keys cannot be fetched: {exc}") from exc
+        raise ApiError(503, ErrorCode.AUTH_JWKS_UNAVAILABLE, f"the issuer's keys cannot be fetched: {exc}") from exc
     except (jwt.PyJWKClientError, jwt.PyJWKError, jwt.PyJWKSetError) as exc:
         raise AuthenticationFailed(f"no usable signing key for the token: {exc}") from None
     except jwt.InvalidTokenError as exc:

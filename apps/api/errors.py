@@ -9,17 +9,32 @@ from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from ocrsite.vocabulary import ErrorCode
+
+# A refused document is a 422 unless its code says otherwise. HTTP lives here only: the rest of
+# the platform speaks in codes, and ingest turns the same codes into failed jobs.
+_INPUT_STATUS = {
+    ErrorCode.INPUT_TOO_LARGE: 413,
+    ErrorCode.INPUT_UNSUPPORTED_TYPE: 415,
+    ErrorCode.IDEMPOTENCY_CONFLICT: 409,
+}
+
+
+def input_status(code: str) -> int:
+    return _INPUT_STATUS.get(code, 422)
+
+
 _CODES = {
-    exceptions.NotAuthenticated: "auth:not-authenticated",
-    exceptions.AuthenticationFailed: "auth:invalid-credentials",
-    exceptions.PermissionDenied: "auth:forbidden",
-    exceptions.NotFound: "job:not-found",
-    exceptions.MethodNotAllowed: "request:method-not-allowed",
-    exceptions.Throttled: "rate:throttled",
-    exceptions.ValidationError: "request:invalid",
-    exceptions.ParseError: "request:malformed",
-    exceptions.UnsupportedMediaType: "request:unsupported-media-type",
-    exceptions.NotAcceptable: "request:not-acceptable",
+    exceptions.NotAuthenticated: ErrorCode.AUTH_NOT_AUTHENTICATED,
+    exceptions.AuthenticationFailed: ErrorCode.AUTH_INVALID_CREDENTIALS,
+    exceptions.PermissionDenied: ErrorCode.AUTH_FORBIDDEN,
+    exceptions.NotFound: ErrorCode.JOB_NOT_FOUND,
+    exceptions.MethodNotAllowed: ErrorCode.REQUEST_METHOD_NOT_ALLOWED,
+    exceptions.Throttled: ErrorCode.RATE_THROTTLED,
+    exceptions.ValidationError: ErrorCode.REQUEST_INVALID,
+    exceptions.ParseError: ErrorCode.REQUEST_MALFORMED,
+    exceptions.UnsupportedMediaType: ErrorCode.REQUEST_UNSUPPORTED_MEDIA_TYPE,
+    exceptions.NotAcceptable: ErrorCode.REQUEST_NOT_ACCEPTABLE,
 }
 
 
@@ -29,12 +44,12 @@ class ApiError(exceptions.APIException):
     def __init__(self, status_code: int, code: str, message: str, headers: dict | None = None) -> None:
         super().__init__(detail=message, code=code)
         self.status_code = status_code
-        self.error_code = code
+        self.error_code = str(code)
         self.headers = headers or {}
 
 
 def error_body(code: str, message: str, **extra) -> dict:
-    return {"error": {"code": code, "message": message, **extra}}
+    return {"error": {"code": str(code), "message": message, **extra}}
 
 
 def exception_handler(exc, context):
@@ -48,7 +63,7 @@ def exception_handler(exc, context):
         return response
     if isinstance(exc, Http404):  # get_object's 404 (another tenant's job, or none): DRF's NotFound
         exc = exceptions.NotFound(str(exc) or "no such job")
-    code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), "request:error")
+    code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), ErrorCode.REQUEST_ERROR)
     if isinstance(exc, exceptions.ValidationError):
         response.data = error_body(code, "the request is not valid", fields=response.data)
     else:

@@ -23,8 +23,10 @@ from rest_framework.throttling import BaseThrottle
 
 from apps.api.auth import tenant_of
 from apps.api.errors import ApiError
+from apps.jobs.documents import Probe
 from apps.jobs.models import Job, Page
-from workers.pipeline.probe import Probe
+from apps.jobs.states import PAGE_WAITS_FOR
+from ocrsite.vocabulary import ErrorCode
 
 _PERIODS = {
     "s": 1,
@@ -136,7 +138,7 @@ def charge_pages(tenant: str, pages: int) -> Callable[[], None] | None:
         wait = max(1, math.ceil((midnight - now).total_seconds()))
         raise ApiError(
             429,
-            "quota:pages-per-day",
+            ErrorCode.QUOTA_PAGES_PER_DAY,
             f"this document has {pages} page(s); {total - pages} of the {limit} pages allowed per day are used",
             headers={"Retry-After": str(wait)},
         )
@@ -153,9 +155,7 @@ def waiting_pages() -> int:
     overestimate that errs towards refusing.
     """
     queued = Job.objects.filter(status=Job.Status.QUEUED).aggregate(n=Sum("page_count"))["n"] or 0
-    split = Page.objects.filter(
-        status__in=(Page.Status.QUEUED, Page.Status.DETECTED), job__status=Job.Status.RUNNING
-    ).count()
+    split = Page.objects.filter(status__in=list(PAGE_WAITS_FOR), job__status=Job.Status.RUNNING).count()
     return queued + split
 
 
@@ -167,7 +167,7 @@ def check_backpressure() -> None:
     if waiting > threshold:
         raise ApiError(
             503,
-            "busy:backpressure",
+            ErrorCode.BUSY_BACKPRESSURE,
             f"{waiting} pages are waiting for OCR (the limit is {threshold}); retry later",
             headers={"Retry-After": str(settings.OCR_BACKPRESSURE_RETRY_AFTER)},
         )

@@ -26,13 +26,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.auth import actor_of, owner_of, tenant_of
-from apps.api.errors import ApiError
+from apps.api.errors import ApiError, input_status
 from apps.api.serializers import JobCreateSerializer, JobSerializer
 from apps.api.throttles import PollThrottle, SubmissionThrottle, admission
 from apps.jobs import services
+from apps.jobs.documents import InputError
 from apps.jobs.models import Job
 from ocrsite.celery import app as celery_app
-from workers.pipeline.probe import InputError
+from ocrsite.vocabulary import ErrorCode
 
 # multipart framing around the file; a body bigger than limit + this cannot hold a legal file
 MULTIPART_SLACK = 64 * 1024
@@ -52,15 +53,17 @@ def accept_upload(request: Request) -> Job:
     """Shared by /api/v1/jobs and the seed-compatible /process: size, type, pages, then submit."""
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > settings.OCR_MAX_UPLOAD_BYTES + MULTIPART_SLACK:
-        raise ApiError(413, "input:too-large", f"the limit is {settings.OCR_MAX_UPLOAD_BYTES} bytes")
+        raise ApiError(413, ErrorCode.INPUT_TOO_LARGE, f"the limit is {settings.OCR_MAX_UPLOAD_BYTES} bytes")
     serializer = JobCreateSerializer(data=request.data)
     if getattr(request._request, "upload_too_large", False):
-        raise ApiError(413, "input:too-large", f"the limit is {settings.OCR_MAX_UPLOAD_BYTES} bytes")
+        raise ApiError(413, ErrorCode.INPUT_TOO_LARGE, f"the limit is {settings.OCR_MAX_UPLOAD_BYTES} bytes")
     serializer.is_valid(raise_exception=True)
     upload = serializer.validated_data["file"]
     key = request.headers.get("Idempotency-Key", "")
     if key and not _IDEMPOTENCY_KEY.fullmatch(key):
-        raise ApiError(400, "request:bad-idempotency-key", "Idempotency-Key must be 1-255 printable ASCII characters")
+        raise ApiError(
+            400, ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY, "Idempotency-Key must be 1-255 printable ASCII characters"
+        )
     tenant = tenant_of(request)
     try:
         return services.submit(
@@ -73,7 +76,7 @@ def accept_upload(request: Request) -> Job:
             admit=admission(tenant),
         )
     except InputError as exc:
-        raise ApiError(exc.status, exc.code, exc.message) from exc
+        raise ApiError(input_status(exc.code), exc.code, exc.message) from exc
 
 
 def accepted(job: Job) -> tuple[int, dict[str, str]]:
@@ -96,7 +99,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         try:
             uuid.UUID(str(self.kwargs[self.lookup_field]))
         except ValueError:
-            raise ApiError(404, "job:not-found", "no such job") from None
+            raise ApiError(404, ErrorCode.JOB_NOT_FOUND, "no such job") from None
         return super().get_object()
 
     def get_queryset(self):
@@ -107,7 +110,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             unknown = [s for s in statuses if s not in Job.Status.values]
             if unknown:
                 # Validated, not passed through: a NUL byte in a filter once reached PostgreSQL as a 500.
-                raise ApiError(400, "request:bad-status", f"status must be among {', '.join(Job.Status.values)}")
+                raise ApiError(
+                    400, ErrorCode.REQUEST_BAD_STATUS, f"status must be among {', '.join(Job.Status.values)}"
+                )
             qs = qs.filter(status__in=statuses)
         return qs
 
@@ -133,7 +138,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         services.cancel(job.pk, actor=actor_of(request))
         job.refresh_from_db()
         if job.status != Job.Status.CANCELLED:
-            raise ApiError(409, "job:not-cancellable", f"the job is already {job.status}")
+            raise ApiError(409, ErrorCode.JOB_NOT_CANCELLABLE, f"the job is already {job.status}")
         return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
@@ -145,12 +150,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         job = self.get_object()
         fmt = request.query_params.get("format", "markdown")
         if fmt not in ("markdown", "json"):
-            raise ApiError(400, "request:bad-format", "format must be markdown or json")
+            raise ApiError(400, ErrorCode.REQUEST_BAD_FORMAT, "format must be markdown or json")
         if job.status != Job.Status.DONE:
-            raise ApiError(409, "job:not-ready", f"the job is {job.status}")
+            raise ApiError(409, ErrorCode.JOB_NOT_READY, f"the job is {job.status}")
         field = job.result_markdown if fmt == "markdown" else job.result_json
         if not field:
-            raise ApiError(410, "job:result-purged", "the result was purged")
+            raise ApiError(410, ErrorCode.JOB_RESULT_PURGED, "the result was purged")
         with default_storage.open(field.name, "rb") as fh:
             data = fh.read()
         content_type = "text/markdown; charset=utf-8" if fmt == "markdown" else "application/json"
@@ -188,7 +193,7 @@ def process(request: Request) -> Response:
 def seed_status(request: Request, task_id: str) -> Response:
     job = Job.objects.filter(pk=task_id, tenant=tenant_of(request)).first()
     if job is None:
-        raise ApiError(404, "job:not-found", "no such task")
+        raise ApiError(404, ErrorCode.JOB_NOT_FOUND, "no such task")
     result = None
     if job.status == Job.Status.DONE:
         with default_storage.open(job.result_markdown.name, "rb") as fh:

@@ -14,6 +14,9 @@ class JobsConfig(AppConfig):
     def ready(self) -> None:
         from prometheus_client import REGISTRY
 
+        # The configured Celery app becomes the current one in every Django process (web, admin,
+        # tests), so enqueueing by task name goes to our broker with our routes.
+        import ocrsite.celery  # noqa: F401
         from apps.jobs.monitoring import collector  # models are importable only once apps are ready
 
         # ready() can run twice in one process (test runners); a second register would raise.

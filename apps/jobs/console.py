@@ -18,9 +18,8 @@ from django.utils.functional import cached_property
 from markdown_it import MarkdownIt
 from PIL import Image
 
+from apps.jobs.documents import InputError, encode_png, open_pdf, render_pdf_page
 from apps.jobs.models import Job, Page, Region
-from workers.pipeline.probe import InputError, open_pdf
-from workers.pipeline.raster import encode_png, render_pdf_page
 
 # Text-layer pages have no stored image; the console renders them from the PDF at this dpi.
 PREVIEW_DPI = 100

@@ -1,7 +1,8 @@
 """Job, Page, Region and StageEvent: the system of record.
 
-Status only moves through ``apps.jobs.services`` and each move is a conditional UPDATE
-(compare-and-set), so two workers handed the same message cannot both advance a row.
+Statuses and their moves are declared in ``apps.jobs.states``; status only moves through
+``apps.jobs.services`` and each move is a conditional UPDATE (compare-and-set), so two workers
+handed the same message cannot both advance a row.
 """
 
 from __future__ import annotations
@@ -11,23 +12,15 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from apps.jobs.states import JOB_ACTIVE, JOB_TERMINAL, JobStatus, PageStatus
+from ocrsite.vocabulary import JobEngine
+
 
 class Job(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        ASSEMBLING = "assembling"
-        DONE = "done"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-
-    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.ASSEMBLING)
-    TERMINAL = (Status.DONE, Status.FAILED, Status.CANCELLED)
-
-    class Engine(models.TextChoices):
-        CPU = "cpu"
-        GPU = "gpu"
-        VLM_PAGE = "vlm-page"
+    Status = JobStatus
+    ACTIVE = JOB_ACTIVE
+    TERMINAL = JOB_TERMINAL
+    Engine = models.TextChoices("Engine", [(e.name, e.value) for e in JobEngine])
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
@@ -75,7 +68,7 @@ class Job(models.Model):
         ]
         constraints = [
             # Two requests racing with the same Idempotency-Key: the second insert fails and
-            # services.submit returns the first job (apps/api perimeter issue).
+            # services.submit returns the first job.
             models.UniqueConstraint(
                 fields=["tenant", "idempotency_key"],
                 condition=~models.Q(idempotency_key=""),
@@ -103,13 +96,7 @@ class Job(models.Model):
 
 
 class Page(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued"  # waiting for layout
-        DETECTING = "detecting"
-        DETECTED = "detected"  # waiting for recognition
-        RECOGNIZING = "recognizing"
-        DONE = "done"
-        FAILED = "failed"
+    Status = PageStatus
 
     class Source(models.TextChoices):
         TEXT_LAYER = "text-layer"

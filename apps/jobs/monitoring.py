@@ -25,15 +25,15 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from apps.jobs.models import Job, Page, StageEvent
+from apps.jobs.states import JOB_WAITS_FOR, PAGE_WAITS_FOR
+from ocrsite.vocabulary import Queue
 
 log = logging.getLogger(__name__)
 
-QUEUES = ("cpu", "layout", "ocr")
+QUEUES = tuple(q.value for q in Queue)
 # kombu's Redis transport keeps a list per priority step: "<queue>" for 0, "<queue>\x06\x16<n>" above.
 _PRIORITY_SEP = "\x06\x16"
 _PRIORITY_STEPS = (3, 6, 9)
-# Pages waiting in each queue: QUEUED pages wait for layout, DETECTED ones for recognition.
-WAITING = {"layout": Page.Status.QUEUED, "ocr": Page.Status.DETECTED}
 STAGE_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 _redis_clients: dict[str, redis.Redis] = {}
@@ -73,16 +73,21 @@ def queue_depths() -> dict[str, int] | None:
 def oldest_waiting(now: datetime | None = None) -> dict[str, float]:
     """Age in seconds of the oldest message-worthy item per queue (0 when nothing waits).
 
-    cpu: jobs queued for ingest (since creation); layout/ocr: pages of running jobs waiting for
-    that stage (since they entered it, or since a sweep last re-sent them).
+    cpu: jobs queued for ingest (since creation) or for assembly (since their last page); layout
+    and ocr: pages of running jobs waiting for that stage (since they entered it, or since a sweep
+    last re-sent them). Which status waits for which queue is ``apps.jobs.states``.
     """
     now = now or timezone.now()
-    ages = {}
-    oldest_job = Job.objects.filter(status=Job.Status.QUEUED).aggregate(t=Min("created_at"))["t"]
-    ages["cpu"] = (now - oldest_job).total_seconds() if oldest_job else 0.0
-    for queue, status in WAITING.items():
+    ages = {q.value: 0.0 for q in Queue}
+    for status, queue in JOB_WAITS_FOR.items():
+        since = "created_at" if status == Job.Status.QUEUED else "updated_at"
+        t = Job.objects.filter(status=status).aggregate(t=Min(since))["t"]
+        if t:
+            ages[queue] = max(ages[queue], (now - t).total_seconds())
+    for status, queue in PAGE_WAITS_FOR.items():
         t = Page.objects.filter(status=status, job__status=Job.Status.RUNNING).aggregate(t=Min("updated_at"))["t"]
-        ages[queue] = max(0.0, (now - t).total_seconds()) if t else 0.0
+        if t:
+            ages[queue] = max(ages[queue], (now - t).total_seconds())
     return ages
 
 
@@ -118,7 +123,7 @@ def dashboard(now: datetime | None = None) -> dict:
             for q in QUEUES
         ],
         "broker_ok": depths is not None,
-        "oldest_page_s": round(max(ages["layout"], ages["ocr"]), 1),
+        "oldest_page_s": round(max(ages[q] for q in PAGE_WAITS_FOR.values()), 1),
         "failures_1h": failures,
     }
 

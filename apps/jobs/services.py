@@ -1,7 +1,9 @@
 """Every status change of Job and Page, each a compare-and-set, plus submit/cancel/retry.
 
-A function here returns whether it won its compare-and-set; the loser does nothing more, so a
-message delivered twice, or a retry racing a sweep, cannot double-count or double-finish.
+The moves themselves are declared in ``apps.jobs.states``; a function here applies one and
+returns whether it won. The loser does nothing more, so a message delivered twice, or a retry
+racing a sweep, cannot double-count or double-finish. What runs next is the caller's choice:
+the stage modules in ``workers`` enqueue the next stage; operator actions enqueue by task name.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from django.db.models import F, Q
 from django.dispatch import Signal
 from django.utils import timezone
 
-from apps.jobs import dispatch
+from apps.jobs import enqueue
+from apps.jobs.documents import InputError, Probe, probe
 from apps.jobs.models import Job, Page, Region, StageEvent
-from workers.pipeline.probe import InputError, Probe, probe
+from apps.jobs.states import PAGE_TERMINAL, RELEASE, PageMove, PageStatus
+from ocrsite.vocabulary import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +68,9 @@ def submit(
     different file raises ``IdempotencyConflict``.
     """
     if upload.size > settings.OCR_MAX_UPLOAD_BYTES:
-        raise InputError("input:too-large", f"{upload.size} bytes; the limit is {settings.OCR_MAX_UPLOAD_BYTES}", 413)
+        raise InputError(
+            ErrorCode.INPUT_TOO_LARGE, f"{upload.size} bytes; the limit is {settings.OCR_MAX_UPLOAD_BYTES}"
+        )
     found = probe(upload.stream, max_pages=settings.OCR_MAX_PAGES, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
     upload.stream.seek(0)
     digest = hashlib.sha256()
@@ -92,7 +98,7 @@ def submit(
     try:
         with transaction.atomic():
             job.save()
-            transaction.on_commit(lambda: dispatch.ingest(str(job.pk)))
+            transaction.on_commit(lambda: enqueue.ingest(job.pk))
     except IntegrityError:
         # Only the (tenant, idempotency_key) constraint can fail here: a concurrent request with
         # the same key inserted first. Its job is the answer; ours leaves nothing behind.
@@ -109,7 +115,7 @@ def submit(
 class IdempotencyConflict(InputError):
     def __init__(self, key: str) -> None:
         super().__init__(
-            "idempotency:conflict", f"Idempotency-Key {key[:80]!r} was already used for a different file", 409
+            ErrorCode.IDEMPOTENCY_CONFLICT, f"Idempotency-Key {key[:80]!r} was already used for a different file"
         )
 
 
@@ -158,13 +164,13 @@ def retry(job_id, actor: str = "") -> bool:
         now = timezone.now()
         if job.pages.count() < job.page_count:
             # Ingest never finished: run it again; it skips pages that already exist.
-            Page.objects.filter(pk__in=failed).update(status=Page.Status.QUEUED, updated_at=now)
+            Page.objects.filter(pk__in=failed).update(status=PageStatus.QUEUED, updated_at=now)
             job.status = Job.Status.QUEUED
-            after = lambda: dispatch.ingest(str(job.pk))  # noqa: E731
+            after = lambda: enqueue.ingest(job.pk)  # noqa: E731
         else:
             reset_pages(failed, now)
             job.status = Job.Status.RUNNING
-            after = lambda: dispatch.detect_layout(failed)  # noqa: E731
+            after = lambda: enqueue.detect_layout(failed)  # noqa: E731
         job.pages_failed = 0
         job.error_code = ""
         job.error_message = ""
@@ -190,7 +196,7 @@ def rerun(job_id, actor: str = "") -> bool:
         job.result_markdown = job.result_json = ""
         job.save()
         record(job.pk, "rerun", started=timezone.now(), actor=actor, detail={"attempt": job.attempt})
-        transaction.on_commit(lambda: dispatch.ingest(str(job.pk)))
+        transaction.on_commit(lambda: enqueue.ingest(job.pk))
     return True
 
 
@@ -232,7 +238,7 @@ def reset_pages(page_ids: Iterable[int], now: datetime | None = None) -> None:
     """Back to waiting for layout, with their regions gone (layout will write new ones)."""
     ids = list(page_ids)
     Page.objects.filter(pk__in=ids).update(
-        status=Page.Status.QUEUED, error_code="", error_message="", updated_at=now or timezone.now()
+        status=PageStatus.QUEUED, error_code="", error_message="", updated_at=now or timezone.now()
     )
     Region.objects.filter(page_id__in=ids).delete()
 
@@ -275,60 +281,82 @@ def finish_job(job_id, markdown_name: str, json_name: str) -> bool:
 # --- page transitions --------------------------------------------------------------------------
 
 
-def claim_pages(page_ids: Iterable[int], frm: str, to: str) -> list[int]:
-    """Claim each page of a running job that is still in ``frm``; returns the ids won."""
+def claim_pages(page_ids: Iterable[int], move: PageMove) -> list[int]:
+    """Claim each page of a running job that is still in ``move.frm``; returns the ids won.
+
+    Each claim counts an attempt on the page row, so redeliveries and sweeps cannot retry a page
+    forever (``workers.retry`` reads the count)."""
     won = []
     for page_id in page_ids:
         now = timezone.now()
-        if Page.objects.filter(pk=page_id, status=frm, job__status=Job.Status.RUNNING).update(
-            status=to, claimed_at=now, updated_at=now, attempts=F("attempts") + 1
+        if Page.objects.filter(pk=page_id, status=move.frm, job__status=Job.Status.RUNNING).update(
+            status=move.to, claimed_at=now, updated_at=now, attempts=F("attempts") + 1
         ):
             won.append(page_id)
     return won
 
 
-def release_pages(page_ids: Iterable[int], frm: str, to: str) -> None:
-    """Hand claimed pages back (a transient failure that Celery will retry)."""
-    Page.objects.filter(pk__in=list(page_ids), status=frm).update(status=to, updated_at=timezone.now())
+def release_pages(page_ids: Iterable[int], claimed: PageStatus) -> list[int]:
+    """Hand claimed pages back to waiting; returns the ids that were still claimed."""
+    move = RELEASE[claimed]
+    ids = list(page_ids)
+    with transaction.atomic():
+        back = list(Page.objects.select_for_update().filter(pk__in=ids, status=move.frm).values_list("pk", flat=True))
+        Page.objects.filter(pk__in=back).update(status=move.to, updated_at=timezone.now())
+    return back
 
 
-def move_page(page_id: int, frm: str, to: str, **fields) -> bool:
-    return bool(Page.objects.filter(pk=page_id, status=frm).update(status=to, updated_at=timezone.now(), **fields))
+def move_page(page_id: int, move: PageMove, **fields) -> bool:
+    return bool(
+        Page.objects.filter(pk=page_id, status=move.frm).update(status=move.to, updated_at=timezone.now(), **fields)
+    )
 
 
-def finish_page(page_id: int, frm: str, *, error: tuple[str, str] | None = None, **fields) -> bool:
-    """``frm`` → done (or failed), count it on the job once, and decide whether the job is over.
+@dataclass(frozen=True)
+class PageFinished:
+    job_id: object
+    # This page was the job's last and none failed: the caller enqueues assembly.
+    job_ready: bool
 
-    The count and the page's status change commit together, so a crash cannot count a page
-    twice or lose it; the conditional update that brings done+failed up to page_count is the
-    one that finishes the job (fan-in without a chord).
+
+def finish_page(page_id: int, move: PageMove, *, error: tuple[str, str] | None = None, **fields) -> PageFinished | None:
+    """Apply a terminal ``move``, count it on the job once, and decide whether the job is over.
+
+    None when the move lost (the page was no longer in ``move.frm``). The count and the page's
+    status change commit together, so a crash cannot count a page twice or lose it; the
+    conditional update that brings done+failed up to page_count is the one that ends the job
+    (fan-in without a chord): to ASSEMBLING when no page failed, else to FAILED.
     """
-    to = Page.Status.FAILED if error else Page.Status.DONE
+    if move.to not in PAGE_TERMINAL or (move.to == PageStatus.FAILED) != bool(error):
+        raise ValueError(f"{move.name} is not a terminal move for {'a failure' if error else 'a success'}")
     if error:
         fields.update(error_code=error[0], error_message=error[1][:2000])
     with transaction.atomic():
-        if not move_page(page_id, frm, to, **fields):
-            return False
+        if not move_page(page_id, move, **fields):
+            return None
         job_id = Page.objects.values_list("job_id", flat=True).get(pk=page_id)
         counter = "pages_failed" if error else "pages_done"
         Job.objects.filter(pk=job_id).update(**{counter: F(counter) + 1}, updated_at=timezone.now())
         complete = Q(pk=job_id, status=Job.Status.RUNNING) & Q(pages_done__gte=F("page_count") - F("pages_failed"))
-        if Job.objects.filter(complete, pages_failed=0).update(status=Job.Status.ASSEMBLING, updated_at=timezone.now()):
-            transaction.on_commit(lambda: dispatch.assemble(str(job_id)))
-        elif Job.objects.filter(complete, pages_failed__gt=0).exists():
+        ready = bool(
+            Job.objects.filter(complete, pages_failed=0).update(status=Job.Status.ASSEMBLING, updated_at=timezone.now())
+        )
+        if not ready and Job.objects.filter(complete, pages_failed__gt=0).exists():
             _fail_from_pages(job_id)
     page_finished.send(sender=Page, page_id=page_id, job_id=job_id, failed=bool(error))
-    return True
+    return PageFinished(job_id=job_id, job_ready=ready)
 
 
 def _fail_from_pages(job_id) -> None:
-    failed = Page.objects.filter(job_id=job_id, status=Page.Status.FAILED).order_by("index")
+    failed = Page.objects.filter(job_id=job_id, status=PageStatus.FAILED).order_by("index")
     first = failed.first()
     if first is None:
         return
     pages = ", ".join(str(p.index + 1) for p in failed[:20])
     fail_job(
-        job_id, first.error_code or "page:failed", f"{failed.count()} page(s) failed ({pages}): {first.error_message}"
+        job_id,
+        first.error_code or ErrorCode.PAGE_FAILED,
+        f"{failed.count()} page(s) failed ({pages}): {first.error_message}",
     )
 
 

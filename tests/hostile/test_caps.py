@@ -10,9 +10,8 @@ import pytest
 from django.conf import settings
 from PIL import Image
 
+from apps.jobs.documents import InputError, load_image_frame, render_pdf_page
 from tests.hostile.corpus import text_pdf, tiff_with_huge_second_frame
-from workers.pipeline.probe import InputError
-from workers.pipeline.raster import load_image_frame, render_pdf_page
 
 
 def test_pillow_bomb_guard_is_set_from_settings():

@@ -11,6 +11,8 @@ from typing import Protocol
 
 import numpy as np
 
+from ocrsite.vocabulary import ErrorCode
+
 # Our label vocabulary (CDLA's, which the CPU layout model speaks); other engines map to it.
 LABELS = (
     "text",
@@ -68,9 +70,9 @@ class Recognition:
 class EngineError(Exception):
     """An engine failure with a stable code and whether retrying can help."""
 
-    def __init__(self, code: str, message: str, *, permanent: bool = False) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, permanent: bool = False) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = str(code)  # a plain string from here on: it is stored, logged and serialized
         self.message = message
         self.permanent = permanent
 
@@ -92,6 +94,6 @@ class Recognizer(Protocol):
         """Text for every region of one page image.
 
         ``cancelled`` is polled by recognizers whose work is long or remote: when it returns True
-        they abort what is in flight and raise ``EngineError("job:cancelled", permanent=True)``.
+        they abort what is in flight and raise ``EngineError(ErrorCode.JOB_CANCELLED, permanent=True)``.
         """
         ...

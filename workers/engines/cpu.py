@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ocrsite.vocabulary import ErrorCode
 from workers.engines.base import (
     LABELS,
     EngineError,
@@ -118,7 +119,7 @@ class RapidOcrRecognizer:
         try:
             result = self._ocr(_bgr(image))
         except Exception as exc:  # onnxruntime raises plain exceptions on bad tensors
-            raise EngineError("engine:ocr-failed", f"rapidocr failed: {exc}") from exc
+            raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
         if result.boxes is None or result.txts is None:
             return []
         lines = []

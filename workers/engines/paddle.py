@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ocrsite.vocabulary import ErrorCode
 from workers.engines.base import EngineError, LayoutBox
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ def _body(result: Any) -> Mapping[str, Any]:
         return result["res"]
     if isinstance(result, Mapping):
         return result
-    raise EngineError("layout:bad-result", f"unexpected PaddleOCR result type {type(result).__name__}")
+    raise EngineError(ErrorCode.LAYOUT_BAD_RESULT, f"unexpected PaddleOCR result type {type(result).__name__}")
 
 
 def _polygon(points: Any) -> tuple[tuple[float, float], ...] | None:
@@ -139,14 +140,14 @@ class PaddleLayoutEngine:
     def __init__(self, config: PaddleLayoutConfig) -> None:
         if config.model not in MODELS:
             raise EngineError(
-                "engine:misconfigured",
+                ErrorCode.ENGINE_MISCONFIGURED,
                 f"OCR_PADDLE_MODEL={config.model!r}; choose one of {', '.join(MODELS)}",
                 permanent=True,
             )
         model_dir = Path(config.model_dir) if config.model_dir else None
         if model_dir is None or not model_dir.is_dir() or not any(model_dir.iterdir()):
             raise EngineError(
-                "engine:unavailable",
+                ErrorCode.ENGINE_UNAVAILABLE,
                 f"no {config.model} weights: OCR_PADDLE_MODEL_DIR={config.model_dir!r} is not a non-empty directory "
                 "(point it at the shared model volume, or use OCR_LAYOUT_ENGINE=cpu)",
                 permanent=True,
@@ -155,7 +156,7 @@ class PaddleLayoutEngine:
             from paddleocr import LayoutDetection  # GPU image only: requirements/gpu.txt
         except ImportError as exc:
             raise EngineError(
-                "engine:unavailable",
+                ErrorCode.ENGINE_UNAVAILABLE,
                 f"paddleocr is not installed ({exc}); install requirements/gpu.txt or use OCR_LAYOUT_ENGINE=cpu",
                 permanent=True,
             ) from exc
@@ -178,9 +179,9 @@ class PaddleLayoutEngine:
                 )
             )
         except MemoryError as exc:
-            raise EngineError("layout:oom", "out of memory in layout detection", permanent=False) from exc
+            raise EngineError(ErrorCode.LAYOUT_OOM, "out of memory in layout detection", permanent=False) from exc
         except RuntimeError as exc:  # CUDA errors surface as RuntimeError; a retry may land elsewhere
-            raise EngineError("layout:runtime", f"PaddleOCR layout failed: {exc}", permanent=False) from exc
+            raise EngineError(ErrorCode.LAYOUT_RUNTIME, f"PaddleOCR layout failed: {exc}", permanent=False) from exc
         if len(results) != len(images):
-            raise EngineError("layout:bad-result", f"{len(results)} results for {len(images)} pages")
+            raise EngineError(ErrorCode.LAYOUT_BAD_RESULT, f"{len(results)} results for {len(images)} pages")
         return [boxes_from_result(r) for r in results]

@@ -1,8 +1,9 @@
-"""Build engines by name from a frozen config, once per worker process.
+"""Which engines a job runs, and building them from frozen configs, once per worker process.
 
-Which engines a job uses is decided by ``for_job`` from the job's ``engine`` (cpu | gpu |
-vlm-page) and the deployment's settings; the engines are then built lazily and cached, so a
-worker that never sees a GPU job never imports paddle nor opens a connection pool to vLLM.
+``EngineSettings`` is the deployment's engine configuration (built from Django settings by
+``workers.engine_setup``; nothing here imports Django). ``for_job`` resolves a job's ``engine``
+choice to the layout and recognizer kinds it runs; the engines themselves are built lazily and
+cached, so a worker that never sees a GPU job never imports paddle nor opens a pool to vLLM.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from ocrsite.vocabulary import ErrorCode, JobEngine, LayoutKind, RecognizerKind
 from workers.engines.base import EngineError, LayoutEngine, Recognizer
 from workers.engines.cpu import (
     CpuLayoutConfig,
@@ -21,14 +23,12 @@ from workers.engines.mixed import MixedRecognizer
 from workers.engines.paddle import PaddleLayoutConfig, PaddleLayoutEngine
 from workers.engines.vllm import VllmConfig, VllmRecognizer
 
-LAYOUTS = ("cpu", "paddle", "none")
-RECOGNIZERS = ("cpu", "vllm", "vllm-page")
-
 
 @dataclass(frozen=True)
 class EngineSettings:
-    layout: str = "cpu"  # cpu | paddle | none (one-stage page models need no layout)
-    recognizer: str = "cpu"  # cpu | vllm | vllm-page
+    # None: a one-stage page model finds its own regions, so the job's pages skip the layout pass.
+    layout: LayoutKind | None = LayoutKind.CPU
+    recognizer: RecognizerKind = RecognizerKind.CPU
     cpu_layout: CpuLayoutConfig = field(default_factory=CpuLayoutConfig)
     cpu_recognizer: CpuRecognizerConfig = field(default_factory=CpuRecognizerConfig)
     paddle: PaddleLayoutConfig = field(default_factory=PaddleLayoutConfig)
@@ -39,6 +39,10 @@ class EngineSettings:
     # With recognizer "vllm": only these labels go to the VLM, the rest to the CPU pass.
     vllm_labels: tuple[str, ...] = ()
 
+    @property
+    def needs_layout(self) -> bool:
+        return self.layout is not None
+
     def for_job(self, engine: str) -> EngineSettings:
         """The engines for a job's ``engine`` choice.
 
@@ -47,38 +51,42 @@ class EngineSettings:
           OCR_VLLM_LABELS is set).
         - ``vlm-page``: no layout; the one-stage page profile reads the whole page.
         """
-        if engine == "gpu":
-            return replace(self, layout="paddle", recognizer="vllm")
-        if engine == "vlm-page":
-            return replace(self, layout="none", recognizer="vllm-page")
-        if engine == "cpu":
-            return self
-        raise EngineError("engine:unknown", f"unknown engine {engine!r}; use cpu, gpu or vlm-page", permanent=True)
+        try:
+            choice = JobEngine(engine)
+        except ValueError:
+            raise EngineError(
+                ErrorCode.ENGINE_UNKNOWN, f"unknown engine {engine!r}; use cpu, gpu or vlm-page", permanent=True
+            ) from None
+        if choice is JobEngine.GPU:
+            return replace(self, layout=LayoutKind.PADDLE, recognizer=RecognizerKind.VLLM)
+        if choice is JobEngine.VLM_PAGE:
+            return replace(self, layout=None, recognizer=RecognizerKind.VLLM_PAGE)
+        return self
 
 
 @lru_cache(maxsize=8)
 def layout_engine(config: EngineSettings) -> LayoutEngine:
-    if config.layout == "cpu":
+    if config.layout == LayoutKind.CPU:
         return RapidLayoutEngine(config.cpu_layout)
-    if config.layout == "paddle":
+    if config.layout == LayoutKind.PADDLE:
         return PaddleLayoutEngine(config.paddle)
     raise EngineError(
-        "engine:unavailable",
-        f"layout engine {config.layout!r} is not available; set OCR_LAYOUT_ENGINE to one of cpu, paddle",
+        ErrorCode.ENGINE_UNAVAILABLE,
+        f"layout engine {config.layout!r} is not available; set OCR_LAYOUT_ENGINE to one of {', '.join(LayoutKind)}",
         permanent=True,
     )
 
 
 @lru_cache(maxsize=8)
 def recognizer(config: EngineSettings) -> Recognizer:
-    if config.recognizer == "cpu":
+    if config.recognizer == RecognizerKind.CPU:
         return _cpu_recognizer(config.cpu_recognizer)
-    if config.recognizer == "vllm":
+    if config.recognizer == RecognizerKind.VLLM:
         vlm = _vllm(config.vllm)
         if config.vllm_labels:
             return MixedRecognizer(_cpu_recognizer(config.cpu_recognizer), vlm, config.vllm_labels)
         return vlm
-    if config.recognizer == "vllm-page":
+    if config.recognizer == RecognizerKind.VLLM_PAGE:
         return _vllm(
             replace(
                 config.vllm,
@@ -88,7 +96,7 @@ def recognizer(config: EngineSettings) -> Recognizer:
             )
         )
     raise EngineError(
-        "engine:unavailable",
+        ErrorCode.ENGINE_UNAVAILABLE,
         f"recognizer {config.recognizer!r} is not available; set OCR_RECOGNIZER to one of cpu, vllm",
         permanent=True,
     )

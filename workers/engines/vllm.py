@@ -37,6 +37,7 @@ import httpx2
 import numpy as np
 import openai
 
+from ocrsite.vocabulary import ErrorCode
 from workers.engines import profiles, vlm_output
 from workers.engines.base import EngineError, LayoutBox, Recognition, RegionText
 
@@ -89,7 +90,7 @@ SHARD = 8  # connections per HTTP pool
 class _Retryable(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = str(code)  # a plain string from here on: it is stored, logged and serialized
 
 
 class VllmRecognizer:
@@ -98,14 +99,14 @@ class VllmRecognizer:
     def __init__(self, config: VllmConfig) -> None:
         if not config.base_url:
             raise EngineError(
-                "engine:misconfigured",
+                ErrorCode.ENGINE_MISCONFIGURED,
                 "the vllm recognizer needs VLLM_BASE_URL (e.g. http://vllm:8000/v1)",
                 permanent=True,
             )
         try:
             self.profile = profiles.get(config.profile)
         except KeyError as exc:
-            raise EngineError("engine:misconfigured", f"VLLM_PROFILE: {exc.args[0]}", permanent=True) from exc
+            raise EngineError(ErrorCode.ENGINE_MISCONFIGURED, f"VLLM_PROFILE: {exc.args[0]}", permanent=True) from exc
         # One INFO line per request is noise at hundreds of requests a second.
         logging.getLogger("httpx2").setLevel(logging.WARNING)
         self.config = config
@@ -229,7 +230,7 @@ class VllmRecognizer:
                 if cancelled is not None and cancelled():
                     future.cancel()  # cancels the tasks; their HTTP connections are closed
                     raise EngineError(
-                        "job:cancelled", "the job was cancelled; in-flight requests aborted", permanent=True
+                        ErrorCode.JOB_CANCELLED, "the job was cancelled; in-flight requests aborted", permanent=True
                     ) from None
 
     async def _gather(self, calls: list[_Call]) -> list[_Answer]:
@@ -237,7 +238,7 @@ class VllmRecognizer:
 
     async def _one(self, call: _Call) -> _Answer:
         cfg = self.config
-        last: tuple[str, str] = ("vllm:unavailable", "no attempt made")
+        last: tuple[str, str] = (ErrorCode.VLLM_UNAVAILABLE, "no attempt made")
         for attempt in range(cfg.retries + 1):
             if attempt:
                 # Full jitter: spreads a burst of retries so they do not land together.
@@ -250,7 +251,7 @@ class VllmRecognizer:
             except openai.APIStatusError as exc:
                 # 4xx other than 429: the request itself is wrong (image too large, bad model
                 # name); the same bytes will fail again.
-                return _Answer(error=("vllm:bad-request", f"HTTP {exc.status_code}: {_short(exc)}"))
+                return _Answer(error=(ErrorCode.VLLM_BAD_REQUEST, f"HTTP {exc.status_code}: {_short(exc)}"))
         return _Answer(error=(last[0], f"{last[1]} (after {cfg.retries + 1} attempts)"), transient=True)
 
     async def _attempt(self, call: _Call) -> _Answer:
@@ -260,14 +261,14 @@ class VllmRecognizer:
         try:
             response = await asyncio.wait_for(self._request(call), timeout=self.config.timeout_s)
         except (TimeoutError, openai.APITimeoutError) as exc:
-            raise _Retryable("vllm:timeout", f"no answer within {self.config.timeout_s}s") from exc
+            raise _Retryable(ErrorCode.VLLM_TIMEOUT, f"no answer within {self.config.timeout_s}s") from exc
         except openai.APIConnectionError as exc:
-            raise _Retryable("vllm:unavailable", f"cannot reach {self.config.base_url}: {exc}") from exc
+            raise _Retryable(ErrorCode.VLLM_UNAVAILABLE, f"cannot reach {self.config.base_url}: {exc}") from exc
         except openai.RateLimitError as exc:
-            raise _Retryable("vllm:rate-limited", "HTTP 429") from exc
+            raise _Retryable(ErrorCode.VLLM_RATE_LIMITED, "HTTP 429") from exc
         except openai.APIStatusError as exc:
             if exc.status_code >= 500:
-                raise _Retryable("vllm:server-error", f"HTTP {exc.status_code}") from exc
+                raise _Retryable(ErrorCode.VLLM_SERVER_ERROR, f"HTTP {exc.status_code}") from exc
             raise
         finally:
             self.in_flight -= 1
@@ -275,7 +276,7 @@ class VllmRecognizer:
             choice = response.json()["choices"][0]
             text = choice["message"].get("content") or ""
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise _Retryable("vllm:bad-response", f"unreadable completion: {exc}") from exc
+            raise _Retryable(ErrorCode.VLLM_BAD_RESPONSE, f"unreadable completion: {exc}") from exc
         return _Answer(
             text=text, finish_reason=choice.get("finish_reason"), latency_ms=int((time.perf_counter() - started) * 1000)
         )
@@ -320,7 +321,7 @@ class VllmRecognizer:
         """Every region failing transiently means the server is down or drowning: retry the page
         later (the task's backoff) instead of storing a page of failed regions."""
         if answers and all(a.transient for a in answers):
-            code, message = answers[0].error or ("vllm:unavailable", "")
+            code, message = answers[0].error or (ErrorCode.VLLM_UNAVAILABLE, "")
             raise EngineError(code, message, permanent=False)
 
     def _data_uri(self, image: np.ndarray) -> str:
@@ -343,7 +344,7 @@ class VllmRecognizer:
         bgr = cv2.cvtColor(image, cv2.COLOR_RGB2BGR) if image.ndim == 3 else image
         ok, buf = cv2.imencode(ext, bgr, params)
         if not ok:
-            raise EngineError("vllm:encode", f"could not encode a crop as {fmt}", permanent=True)
+            raise EngineError(ErrorCode.VLLM_ENCODE, f"could not encode a crop as {fmt}", permanent=True)
         return f"data:{mime};base64,{base64.b64encode(buf.tobytes()).decode()}"
 
 

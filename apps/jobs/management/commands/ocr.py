@@ -16,9 +16,9 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from apps.jobs import services
+from apps.jobs.documents import InputError
 from apps.jobs.models import Job
 from ocrsite.celery import app as celery_app
-from workers.pipeline.probe import InputError
 
 
 class Command(BaseCommand):

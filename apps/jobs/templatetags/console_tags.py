@@ -1,4 +1,4 @@
-"""The dashboard on the admin index: what operators see first."""
+"""Template tags of the operators' console: the dashboard, the date drill-down, ages."""
 
 from __future__ import annotations
 

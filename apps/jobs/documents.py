@@ -1,0 +1,264 @@
+"""Documents: what an upload is (from its bytes, never its name) and its pages as pixels.
+
+Every refusal is an ``InputError`` with a stable code from ``ocrsite.vocabulary.ErrorCode``; the
+API maps the code to a 4xx (``apps.api.errors``) and ingest to a failed job with the same code.
+Pure functions over bytes: the door (probe), ingest (render, decode) and the console (previews)
+share them, and nothing here touches the database or storage.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numpy as np
+import pymupdf
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from ocrsite.vocabulary import ErrorCode
+
+IMAGE_KINDS = ("png", "jpeg", "tiff", "webp", "bmp")
+KINDS = ("pdf", *IMAGE_KINDS)
+CONTENT_TYPES = {
+    "pdf": "application/pdf",
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "tiff": "image/tiff",
+    "webp": "image/webp",
+    "bmp": "image/bmp",
+}
+SNIFF_BYTES = 1024
+
+
+class InputError(Exception):
+    """A document we refuse. Always permanent: the same bytes will be refused again."""
+
+    permanent = True
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = str(code)  # a plain string from here on: it is stored, logged and serialized
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Probe:
+    kind: str
+    page_count: int
+
+
+def sniff(head: bytes) -> str | None:
+    """The document type from its first bytes, or None."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if head.startswith((b"II*\x00", b"MM\x00*")):
+        return "tiff"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "webp"
+    if head.startswith(b"BM") and len(head) >= 26:
+        return "bmp"
+    # The PDF spec lets the header start anywhere in the first 1024 bytes.
+    if b"%PDF-" in head[:SNIFF_BYTES]:
+        return "pdf"
+    return None
+
+
+def probe(stream: BinaryIO, *, max_pages: int, max_pixels: int) -> Probe:
+    """Open the document once: type, page count, and every refusal we can make up front."""
+    stream.seek(0)
+    head = stream.read(SNIFF_BYTES)
+    if not head:
+        raise InputError(ErrorCode.INPUT_EMPTY, "the file is empty")
+    kind = sniff(head)
+    if kind is None:
+        raise InputError(
+            ErrorCode.INPUT_UNSUPPORTED_TYPE,
+            "not a PDF, PNG, JPEG, TIFF, WebP or BMP (type is read from the file's bytes)",
+        )
+    stream.seek(0)
+    data = stream.read()
+    if kind == "pdf":
+        pages = _probe_pdf(data, max_pages=max_pages)
+    else:
+        pages = _probe_image(data, max_pages=max_pages, max_pixels=max_pixels)
+    return Probe(kind=kind, page_count=pages)
+
+
+def _too_many(pages: int, max_pages: int) -> InputError:
+    return InputError(ErrorCode.INPUT_TOO_MANY_PAGES, f"{pages} pages; the limit is {max_pages}")
+
+
+def open_pdf(data: bytes) -> pymupdf.Document:
+    try:
+        doc = pymupdf.open(stream=data, filetype="pdf")
+    except Exception as exc:  # PyMuPDF raises its own FileDataError and plain RuntimeErrors
+        raise InputError(ErrorCode.INPUT_CORRUPT, f"the PDF cannot be read: {exc}") from exc
+    if doc.needs_pass or doc.is_encrypted:
+        doc.close()
+        raise InputError(ErrorCode.INPUT_ENCRYPTED, "the PDF is encrypted and needs a password")
+    return doc
+
+
+def _probe_pdf(data: bytes, *, max_pages: int) -> int:
+    with open_pdf(data) as doc:
+        try:
+            count = doc.page_count
+            if count == 0:
+                raise InputError(ErrorCode.INPUT_EMPTY, "the PDF has no pages")
+            # Before touching any page: a million-page file must cost one lookup, not a million.
+            if count > max_pages:
+                raise _too_many(count, max_pages)
+            for page in doc:
+                rect = page.rect
+                if rect.width <= 0 or rect.height <= 0:
+                    raise InputError(ErrorCode.INPUT_CORRUPT, f"page {page.number + 1} has no area")
+                # A page whose media box is absurd (a 200-inch square) would render to a huge image.
+                if rect.width * rect.height > 14400 * 14400:
+                    raise InputError(
+                        ErrorCode.INPUT_IMAGE_TOO_LARGE,
+                        f"page {page.number + 1} is {rect.width:.0f}×{rect.height:.0f} pt",
+                    )
+        except InputError:
+            raise
+        except Exception as exc:  # a page tree broken past repair: MuPDF raises plain RuntimeErrors
+            raise InputError(ErrorCode.INPUT_CORRUPT, f"the PDF's pages cannot be read: {exc}") from exc
+        return count
+
+
+def _probe_image(data: bytes, *, max_pages: int, max_pixels: int) -> int:
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            # Every frame's header, not just the first: a TIFF's second page can claim 10^10
+            # pixels. Walking the frames reads headers only; stop one past the page limit.
+            frames = 0
+            while True:
+                width, height = img.size
+                if width * height > max_pixels:
+                    raise InputError(
+                        ErrorCode.INPUT_IMAGE_TOO_LARGE,
+                        f"page {frames + 1} is {width}×{height} pixels; the limit is {max_pixels} pixels",
+                    )
+                frames += 1
+                if frames > max_pages:
+                    raise _too_many(frames, max_pages)
+                try:
+                    img.seek(frames)
+                except EOFError:
+                    break
+        with Image.open(io.BytesIO(data)) as img:
+            img.verify()  # catches truncation and bad checksums without decoding pixels
+    except InputError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise InputError(ErrorCode.INPUT_IMAGE_TOO_LARGE, str(exc)) from exc
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise InputError(ErrorCode.INPUT_CORRUPT, f"the image cannot be read: {exc}") from exc
+    except Exception as exc:  # Pillow's parsers raise struct.error, IndexError, KeyError... on junk
+        raise InputError(ErrorCode.INPUT_CORRUPT, f"the image cannot be read: {type(exc).__name__}: {exc}") from exc
+    return frames
+
+
+# --- pages as pixels -------------------------------------------------------------------------
+
+
+def render_pdf_page(page: pymupdf.Page, dpi: int, max_pixels: int) -> tuple[np.ndarray, int]:
+    """Render at ``dpi``, lowered if the result would pass ``max_pixels``. Returns (image, dpi)."""
+    rect = page.rect
+    pixels = (rect.width * dpi / 72) * (rect.height * dpi / 72)
+    if pixels > max_pixels:
+        dpi = max(36, int(dpi * math.sqrt(max_pixels / pixels)))
+        if (rect.width * dpi / 72) * (rect.height * dpi / 72) > max_pixels:
+            # Even the lowest useful resolution is too big: refuse rather than allocate it.
+            raise InputError(
+                ErrorCode.INPUT_IMAGE_TOO_LARGE,
+                f"page {page.number + 1} ({rect.width:.0f}×{rect.height:.0f} pt) passes {max_pixels} pixels at {dpi} dpi",
+            )
+    try:
+        pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csRGB, alpha=False)
+    except (RuntimeError, ValueError) as exc:  # MuPDF's errors on a page broken past repair
+        raise InputError(ErrorCode.INPUT_CORRUPT, f"page {page.number + 1} cannot be rendered: {exc}") from exc
+    image = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width, pix.n)
+    return image, dpi
+
+
+# Below this many ink pixels in the thumbnail a page has too little text to tell its direction.
+_MIN_INK = 200
+
+
+def straighten_sideways_scan(page: pymupdf.Page) -> bool:
+    """Undo a quarter-turn /Rotate that lays a page's lines of text on their side.
+
+    Scanners and viewers often store an upright scan with /Rotate 90 or 270 (someone turned it
+    while looking at it); rendered as displayed, the OCR models see vertical lines and read
+    nothing. Lines of text leave empty pixel rows between them and almost no empty columns, so
+    the direction with more empty rows than columns is the one the text runs in. Only a quarter
+    turn is undone, and only when the page without it reads clearly better; returns whether
+    the page's rotation was changed.
+    """
+    rotation = page.rotation
+    if rotation % 180 != 90:
+        return False
+    shown = line_direction_score(_thumbnail(page))
+    page.set_rotation(0)
+    if line_direction_score(_thumbnail(page)) > shown + 0.05:
+        return True
+    page.set_rotation(rotation)
+    return False
+
+
+def line_direction_score(image: np.ndarray) -> float:
+    """Share of empty pixel rows minus share of empty columns inside the inked area: positive
+    when lines of text run left to right, negative when they run top to bottom."""
+    gray = image.mean(axis=2) if image.ndim == 3 else image
+    # Halfway between paper and the darkest ink: small print thins to light grey in a 40-dpi
+    # thumbnail, while a scan's grey speckle stays on the paper side.
+    paper, darkest = np.percentile(gray, 90), np.percentile(gray, 1)
+    if paper - darkest < 40:
+        return 0.0
+    ink = gray < (paper + darkest) / 2
+    ys, xs = np.nonzero(ink)
+    if len(ys) < _MIN_INK:
+        return 0.0
+    ink = ink[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1]
+    return float((ink.sum(axis=1) == 0).mean() - (ink.sum(axis=0) == 0).mean())
+
+
+def _thumbnail(page: pymupdf.Page) -> np.ndarray:
+    pix = page.get_pixmap(dpi=40, colorspace=pymupdf.csGRAY, alpha=False)
+    return np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width)
+
+
+def load_image_frame(data: bytes, frame: int, max_pixels: int) -> tuple[np.ndarray, int]:
+    """Decode one frame as RGB, EXIF orientation applied. Returns (image, dpi or 0 when unknown)."""
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.seek(frame)
+            # After the seek: each frame of a TIFF has its own size (the probe checked them too).
+            if img.width * img.height > max_pixels:
+                raise InputError(ErrorCode.INPUT_IMAGE_TOO_LARGE, f"{img.width}×{img.height} pixels")
+            dpi = img.info.get("dpi", (0, 0))[0] or 0
+            rgb = ImageOps.exif_transpose(img).convert("RGB")
+            return np.asarray(rgb), int(round(float(dpi)))
+    except InputError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise InputError(ErrorCode.INPUT_IMAGE_TOO_LARGE, str(exc)) from exc
+    except Exception as exc:  # any decoder failure on hostile bytes is this file's fault, not ours
+        raise InputError(
+            ErrorCode.INPUT_CORRUPT, f"frame {frame + 1} cannot be decoded: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def encode_png(image: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as img:
+        return np.asarray(img.convert("RGB"))

@@ -1,0 +1,45 @@
+"""Sending work to the queues, by task name: the web and the admin never import a task.
+
+Routing (task → queue) is ``ocrsite.vocabulary.ROUTES`` through ``CELERY_TASK_ROUTES``. Messages
+carry IDs only, never bytes. Callers inside a transaction wrap these in ``on_commit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from celery import current_app
+from django.conf import settings
+
+from ocrsite.vocabulary import TaskName
+
+
+def send(name: TaskName, *args: object, countdown: float | None = None) -> None:
+    # A signature by name resolves to the registered task, so eager mode (manage.py ocr) runs it
+    # in-process while a worker deployment puts it on its routed queue.
+    current_app.signature(str(name), args=args).apply_async(countdown=countdown)
+
+
+def ingest(job_id: object) -> None:
+    send(TaskName.INGEST, str(job_id))
+
+
+def detect_layout(page_ids: Iterable[int], countdown: float | None = None) -> None:
+    """One message per page: the layout worker's collector (workers.batching) merges pages from
+    any jobs into passes of up to OCR_LAYOUT_BATCH within OCR_BATCH_WINDOW_MS, so a batch is
+    counted in pages whatever the jobs' sizes. Eager mode (manage.py ocr) has no collector, so
+    there the pages go in slices of OCR_LAYOUT_BATCH, one pass each.
+    """
+    ids = [int(i) for i in page_ids]
+    size = max(1, settings.OCR_LAYOUT_BATCH) if current_app.conf.task_always_eager else 1
+    for start in range(0, len(ids), size):
+        send(TaskName.DETECT_LAYOUT, ids[start : start + size], countdown=countdown)
+
+
+def recognize(page_ids: Iterable[int], countdown: float | None = None) -> None:
+    for page_id in page_ids:
+        send(TaskName.RECOGNIZE, int(page_id), countdown=countdown)
+
+
+def assemble(job_id: object) -> None:
+    send(TaskName.ASSEMBLE, str(job_id))

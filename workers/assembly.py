@@ -1,0 +1,89 @@
+"""Stage 4, assembly [queue: cpu]: Markdown and JSON of a job whose pages are all done.
+
+The page update that completes a job moves it to ASSEMBLING (``services.finish_page``); the
+stage that made that update sends assembly here, after its commit. Results go to storage, then
+the job moves ASSEMBLING → DONE once.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.jobs import enqueue, services
+from apps.jobs.models import Job, Region
+from ocrsite.celery import app
+from ocrsite.vocabulary import TaskName
+from workers.content import formats
+from workers.retry import PipelineTask
+
+
+@app.task(base=PipelineTask, name=TaskName.ASSEMBLE.value)
+def assemble(job_id: str) -> None:
+    """Markdown + JSON for a job whose pages are all done; a second delivery finds it done."""
+    assemble_result(job_id)
+
+
+def assemble_when_ready(finished: services.PageFinished | None) -> None:
+    """Send assembly once the page that finished was its job's last (after the commit)."""
+    if finished is not None and finished.job_ready:
+        job_id = finished.job_id
+        transaction.on_commit(lambda: enqueue.assemble(job_id))
+
+
+def assemble_result(job_id: str) -> None:
+    job = Job.objects.filter(pk=job_id, status=Job.Status.ASSEMBLING).first()
+    if job is None:
+        return
+    started = timezone.now()
+    pages = page_dicts(job)
+    markdown = formats.to_markdown(pages)
+    payload = formats.to_json(job_summary(job), pages)
+    md_name = services.save_bytes(f"results/{job.pk}.md", markdown.encode())
+    json_name = services.save_bytes(f"results/{job.pk}.json", payload.encode())
+    if services.finish_job(job.pk, md_name, json_name):
+        services.record(job.pk, "assemble", started=started, detail={"pages": len(pages)})
+
+
+def job_summary(job: Job) -> dict:
+    return {
+        "id": str(job.pk),
+        "filename": job.filename,
+        "kind": job.kind,
+        "sha256": job.sha256,
+        "engine": job.engine,
+        "page_count": job.page_count,
+    }
+
+
+def page_dicts(job: Job) -> list[dict]:
+    """The job's pages with their regions in reading order, in the shape ``formats`` takes."""
+    regions_by_page: dict[int, list[dict]] = {}
+    for r in Region.objects.filter(page__job=job).order_by("page_id", "order", "pk"):
+        regions_by_page.setdefault(r.page_id, []).append(
+            {
+                "order": r.order,
+                "label": r.label,
+                "bbox": r.bbox,
+                "polygon": r.polygon,
+                "text": r.text,
+                "confidence": r.confidence,
+                "score": r.score,
+                "source": r.source,
+                "engine": r.engine,
+                "flags": r.flags,
+            }
+        )
+    return [
+        {
+            "index": p.index,
+            "width": p.width,
+            "height": p.height,
+            "dpi": p.dpi,
+            "width_pt": p.width_pt,
+            "height_pt": p.height_pt,
+            "source": p.source,
+            "regions": regions_by_page.get(p.pk, []),
+        }
+        for p in job.pages.order_by("index")
+    ]

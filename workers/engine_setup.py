@@ -1,0 +1,76 @@
+"""The deployment's engine configuration, read from Django settings once per worker process.
+
+Engines never read settings themselves (they import no Django): this module freezes the
+settings into ``EngineSettings`` and resolves each job's ``engine`` choice to the engines it runs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from django.conf import settings
+
+from ocrsite.vocabulary import LayoutKind, RecognizerKind
+from workers.engines import registry, textlayer
+from workers.engines.base import LayoutEngine, Recognizer
+from workers.engines.cpu import CpuLayoutConfig, CpuRecognizerConfig
+from workers.engines.paddle import PaddleLayoutConfig
+from workers.engines.vllm import VllmConfig
+
+
+@lru_cache(maxsize=1)
+def deployment() -> registry.EngineSettings:
+    threads = settings.OCR_ENGINE_THREADS
+    return registry.EngineSettings(
+        layout=LayoutKind(settings.OCR_LAYOUT_ENGINE),
+        recognizer=RecognizerKind(settings.OCR_RECOGNIZER),
+        cpu_layout=CpuLayoutConfig(threads=threads),
+        cpu_recognizer=CpuRecognizerConfig(
+            threads=threads,
+            det_max_side=settings.OCR_DET_MAX_SIDE,
+            rec_batch=settings.OCR_REC_BATCH,
+            det_limit_side=settings.OCR_DET_LIMIT_SIDE,
+            det_limit_type=settings.OCR_DET_LIMIT_TYPE,
+        ),
+        paddle=PaddleLayoutConfig(
+            model_dir=settings.OCR_PADDLE_MODEL_DIR,
+            model=settings.OCR_PADDLE_MODEL,
+            device=settings.OCR_PADDLE_DEVICE,
+            batch_size=settings.OCR_PADDLE_BATCH,
+            threshold=settings.OCR_PADDLE_THRESHOLD,
+        ),
+        vllm=VllmConfig(
+            base_url=settings.VLLM_BASE_URL,
+            profile=settings.VLLM_PROFILE,
+            model=settings.VLLM_MODEL,
+            api_key=settings.VLLM_API_KEY,
+            max_in_flight=settings.VLLM_MAX_IN_FLIGHT,
+            timeout_s=settings.VLLM_TIMEOUT_S,
+            retries=settings.VLLM_RETRIES,
+            backoff_s=settings.VLLM_BACKOFF_S,
+            max_tokens=settings.VLLM_MAX_TOKENS,
+            cancel_poll_s=settings.VLLM_CANCEL_POLL_S,
+        ),
+        vllm_page_profile=settings.VLLM_PAGE_PROFILE,
+        vllm_page_base_url=settings.VLLM_PAGE_BASE_URL,
+        vllm_page_model=settings.VLLM_PAGE_MODEL,
+        vllm_labels=tuple(settings.OCR_VLLM_LABELS),
+    )
+
+
+@lru_cache(maxsize=8)
+def for_job(engine: str) -> registry.EngineSettings:
+    """What a job's ``engine`` (cpu | gpu | vlm-page) runs; raises EngineError for an unknown one."""
+    return deployment().for_job(engine)
+
+
+def layout_engine(engine: str) -> LayoutEngine:
+    return registry.layout_engine(for_job(engine))
+
+
+def recognizer(engine: str) -> Recognizer:
+    return registry.recognizer(for_job(engine))
+
+
+def text_layer() -> textlayer.TextLayerConfig:
+    return textlayer.TextLayerConfig(min_chars=settings.OCR_TEXT_LAYER_MIN_CHARS)

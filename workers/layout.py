@@ -1,0 +1,156 @@
+"""Stage 2, layout [queue: layout, the T4 tier]: boxes for pages, many pages per forward pass.
+
+One message per page; the collector (``workers.batching``) merges pages from any jobs into one
+pass of up to OCR_LAYOUT_BATCH pages, or whatever arrived within OCR_BATCH_WINDOW_MS of the first.
+Each page is claimed by compare-and-set, so a duplicate delivery finds nothing to do. One page
+that breaks the engine fails alone; a transient engine failure hands the claims back and sends
+the pages again per ``workers.retry``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apps.jobs import enqueue, services, states
+from apps.jobs.models import Page
+from ocrsite import logcontext
+from ocrsite.celery import app
+from ocrsite.vocabulary import TaskName
+from workers import batching, engine_setup
+from workers.assembly import assemble_when_ready
+from workers.batching import Collector
+from workers.engines.base import EngineError, LayoutBox, LayoutEngine
+from workers.regions import load_image, write_regions
+from workers.retry import policy
+
+log = logging.getLogger(__name__)
+
+
+@app.task(
+    base=Collector,
+    name=TaskName.DETECT_LAYOUT.value,
+    flush_every=settings.OCR_LAYOUT_BATCH,
+    window_s=settings.OCR_BATCH_WINDOW_MS / 1000,
+)
+def detect_layout(requests: list) -> None:
+    """Pages collected from any jobs, in passes of at most OCR_LAYOUT_BATCH. Messages are acked
+    after the pass; pages that failed transiently are sent again with backoff."""
+    for chunk in batching.chunked(batching.page_ids_of(requests), settings.OCR_LAYOUT_BATCH):
+        detect_pages(chunk)
+
+
+def detect_pages(page_ids: list[int]) -> None:
+    """One batched layout pass over the pages we win; each then waits for recognition."""
+    claimed = services.claim_pages(page_ids, states.CLAIM_FOR_LAYOUT)
+    if not claimed:
+        return
+    pages = list(Page.objects.filter(pk__in=claimed).select_related("job").order_by("pk"))
+    logcontext.bind(job_id=sorted({str(p.job_id) for p in pages}), page_id=claimed)
+    started = timezone.now()
+    t0 = time.perf_counter()
+    try:
+        found, engine_names = _detect_per_engine(pages)
+    except EngineError as exc:
+        rules = policy()
+        attempts = max(p.attempts for p in pages)
+        if rules.should_retry(exc, attempts):
+            log.warning("layout pass over %d pages failed (%s); sending them again", len(pages), exc)
+            again = services.release_pages(claimed, states.CLAIM_FOR_LAYOUT.to)
+            for page in pages:
+                services.record(
+                    page.job_id, "layout", page_id=page.pk, started=started, outcome="retry", error_code=exc.code
+                )
+            transaction.on_commit(lambda: enqueue.detect_layout(again, countdown=rules.backoff_s(attempts)))
+            return
+        found = {p.pk: exc for p in pages}
+        engine_names = {}
+    per_page_ms = int((time.perf_counter() - t0) * 1000 / max(1, len(pages)))
+    ready = []
+    for page in pages:
+        boxes = found[page.pk]
+        if isinstance(boxes, EngineError):
+            services.record(
+                page.job_id, "layout", page_id=page.pk, started=started, outcome="failed", error_code=boxes.code
+            )
+            assemble_when_ready(services.finish_page(page.pk, states.LAYOUT_FAILED, error=(boxes.code, boxes.message)))
+            continue
+        # The move comes first and its row lock is held until commit: if the claim was lost
+        # (a sweep handed the page to another worker) this delivery writes nothing.
+        with transaction.atomic():
+            if not services.move_page(page.pk, states.LAYOUT_DONE, layout_ms=per_page_ms):
+                continue
+            write_regions(page, [(b, None) for b in boxes], source=Page.Source.OCR, engine="")
+            ready.append(page.pk)
+        services.record(
+            page.job_id,
+            "layout",
+            page_id=page.pk,
+            started=started,
+            attempt=page.attempts,
+            detail={"regions": len(boxes), "batch": len(pages), "engine": engine_names[page.pk]},
+        )
+    if ready:
+        transaction.on_commit(lambda: enqueue.recognize(ready))
+
+
+def _detect_per_engine(pages: list[Page]) -> tuple[dict[int, list[LayoutBox] | EngineError], dict[int, str]]:
+    """One batched pass per layout engine: a collected batch can hold pages of jobs whose
+    ``engine`` differs. Pages whose engine needs no layout (a retried or re-sent page of a
+    one-stage job) get no boxes. An engine that cannot be built fails only its own pages."""
+    groups: dict[str, list[Page]] = {}
+    for page in pages:
+        groups.setdefault(page.job.engine, []).append(page)
+    found: dict[int, list[LayoutBox] | EngineError] = {}
+    names: dict[int, str] = {}
+    for job_engine, group in groups.items():
+        try:
+            if not engine_setup.for_job(job_engine).needs_layout:
+                found.update((p.pk, []) for p in group)
+                names.update((p.pk, "none") for p in group)
+                continue
+            engine = engine_setup.layout_engine(job_engine)
+        except EngineError as exc:
+            if not exc.permanent:
+                raise
+            found.update((p.pk, exc) for p in group)
+            names.update((p.pk, job_engine) for p in group)
+            continue
+        loaded, images = [], []
+        for page in group:
+            try:
+                images.append(load_image(page))
+                loaded.append(page)
+            except EngineError as exc:  # its image is gone: this page fails, the batch goes on
+                if not exc.permanent:
+                    raise
+                found[page.pk] = exc
+        if not images:
+            continue
+        for page, boxes in zip(loaded, _detect_isolated(engine, images), strict=True):
+            found[page.pk] = boxes
+            names[page.pk] = engine.name
+    return found, names
+
+
+def _detect_isolated(engine: LayoutEngine, images: list[np.ndarray]) -> list[list[LayoutBox] | EngineError]:
+    """Run the batch; if it fails permanently, run page by page so one bad page fails alone."""
+    try:
+        return engine.detect(images)
+    except EngineError as exc:
+        if not exc.permanent or len(images) == 1:
+            raise
+    out: list[list[LayoutBox] | EngineError] = []
+    for image in images:
+        try:
+            out.extend(engine.detect([image]))
+        except EngineError as exc:
+            if not exc.permanent:
+                raise
+            out.append(exc)
+    return out

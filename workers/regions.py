@@ -1,0 +1,103 @@
+"""Region rows from what the engines found, and a page's stored image for them to read.
+
+Shared by the stages that write regions: ingest (text-layer pages), layout (boxes without text)
+and recognition (text for those boxes, plus text found outside them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from django.core.files.storage import default_storage
+
+from apps.jobs.documents import decode_png
+from apps.jobs.models import Page, Region
+from ocrsite.vocabulary import ErrorCode
+from workers.content.order import reading_order
+from workers.engines.base import EngineError, LayoutBox, RegionText
+
+
+def write_regions(page: Page, found: list[tuple[LayoutBox, RegionText | None]], *, source: str, engine: str) -> None:
+    """Replace the page's regions (a redelivered stage rewrites, never appends)."""
+    page.regions.all().delete()
+    for rank, i in enumerate(order_of([box for box, _ in found])):
+        box, text = found[i]
+        create_region(page, rank, box, text, source=source, engine=engine)
+
+
+def create_region(
+    page: Page, order: int, box: LayoutBox, text: RegionText | None, *, source: str, engine: str
+) -> Region:
+    x0, y0, x1, y1 = box.bbox
+    return Region.objects.create(
+        page=page,
+        order=order,
+        label=box.label,
+        x0=x0,
+        y0=y0,
+        x1=x1,
+        y1=y1,
+        polygon=[list(p) for p in box.polygon] if box.polygon else None,
+        score=box.score,
+        text=text.text if text else "",
+        confidence=text.confidence if text else None,
+        status=Region.Status.DONE if text else Region.Status.PENDING,
+        source=source,
+        engine=engine if text else "",
+        flags=list(text.flags) if text else [],
+        latency_ms=text.latency_ms if text else None,
+    )
+
+
+def apply_text(region: Region, text: RegionText, engine: str) -> None:
+    region.text = text.text
+    region.confidence = text.confidence
+    region.flags = list(text.flags)
+    region.latency_ms = text.latency_ms
+    region.engine = engine
+    # A region the recognizer could not read fails alone, with its code; the page goes on.
+    region.status = Region.Status.FAILED if text.error else Region.Status.DONE
+    region.error_code, region.error_message = text.error or ("", "")
+    region.attempts += 1
+    region.save(
+        update_fields=[
+            "label",
+            "text",
+            "confidence",
+            "flags",
+            "latency_ms",
+            "engine",
+            "status",
+            "attempts",
+            "error_code",
+            "error_message",
+            "updated_at",
+        ]
+    )
+
+
+def renumber(page: Page) -> None:
+    regions = list(page.regions.all())
+    boxes = [LayoutBox(r.label, r.bbox, r.score) for r in regions]
+    for rank, i in enumerate(order_of(boxes)):
+        if regions[i].order != rank:
+            regions[i].order = rank
+            regions[i].save(update_fields=["order", "updated_at"])
+
+
+def order_of(boxes: list[LayoutBox]) -> list[int]:
+    """An engine's own reading order when every box has one; ours (XY-cut) otherwise."""
+    if boxes and all(b.order is not None for b in boxes):
+        return sorted(range(len(boxes)), key=lambda i: boxes[i].order)
+    return reading_order([b.bbox for b in boxes])
+
+
+def box_of(region: Region) -> LayoutBox:
+    polygon = tuple(tuple(p) for p in region.polygon) if region.polygon else None
+    return LayoutBox(label=region.label, bbox=region.bbox, score=region.score, polygon=polygon)
+
+
+def load_image(page: Page) -> np.ndarray:
+    if not page.image:
+        raise EngineError(ErrorCode.PAGE_NO_IMAGE, f"page {page.index + 1} has no stored image", permanent=True)
+    with default_storage.open(page.image.name, "rb") as fh:
+        return decode_png(fh.read())

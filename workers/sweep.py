@@ -1,0 +1,79 @@
+"""The sweep [queue: cpu, every OCR_SWEEP_EVERY s from beat]: work whose message was lost.
+
+Messages can vanish (Redis restarted without persistence) and workers can die holding a claim.
+The database knows what should be happening, so the sweep re-sends whatever has waited longer
+than OCR_STALE_AFTER: stale claims are handed back (or, with their attempts spent, fail as
+``page:stalled``), waiting pages go to their queue again, jobs stuck before or after their pages
+get ingest or assembly again. Duplicates this may create are harmless: every stage claims by
+compare-and-set.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Count, F
+from django.utils import timezone
+
+from apps.jobs import enqueue, services, states
+from apps.jobs.models import Job, Page
+from ocrsite.celery import app
+from ocrsite.vocabulary import ErrorCode, TaskName
+from workers.assembly import assemble_when_ready
+from workers.retry import PipelineTask, policy
+
+BATCH = 1000  # rows per kind per sweep: a backlog drains over several sweeps, never in one query
+
+
+@app.task(base=PipelineTask, name=TaskName.SWEEP.value, max_retries=0)
+def sweep() -> dict:
+    """Beat: re-send stale or lost work; returns what it did, by kind."""
+    return resend_lost_work()
+
+
+def resend_lost_work() -> dict[str, int]:
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.OCR_STALE_AFTER)
+    counts: dict[str, int] = {}
+    resend: dict[states.PageStatus, list[int]] = {status: [] for status in states.PAGE_WAITS_FOR}
+    # Claims held past the hard time limit: the worker died or hung. Hand them back and send them
+    # again now (releasing touches updated_at, so the waiting-page query below would skip them).
+    max_attempts = policy().max_attempts
+    for claimed, release in states.RELEASE.items():
+        stuck = Page.objects.filter(status=claimed, updated_at__lt=stale, job__status=Job.Status.RUNNING)
+        spent = list(stuck.filter(attempts__gte=max_attempts).values_list("pk", flat=True)[:BATCH])
+        for page_id in spent:
+            message = f"no worker finished this page in {max_attempts} attempts (each died or hung)"
+            fail = states.LAYOUT_FAILED if claimed == states.PageStatus.DETECTING else states.RECOGNITION_FAILED
+            assemble_when_ready(services.finish_page(page_id, fail, error=(ErrorCode.PAGE_STALLED, message)))
+        ids = list(stuck.filter(attempts__lt=max_attempts).values_list("pk", flat=True)[:BATCH])
+        back = services.release_pages(ids, claimed)
+        resend[release.to] += back
+        counts[f"released_{claimed}"] = len(back)
+        counts[f"stalled_{claimed}"] = len(spent)
+    waiting = Page.objects.filter(updated_at__lt=stale, job__status=Job.Status.RUNNING)
+    for status in resend:
+        resend[status] += list(waiting.filter(status=status).values_list("pk", flat=True)[:BATCH])
+    enqueue.detect_layout(resend[states.PageStatus.QUEUED])
+    enqueue.recognize(resend[states.PageStatus.DETECTED])
+    # Touch what we re-sent so the next sweep waits a full period before sending it again.
+    Page.objects.filter(pk__in=[pk for ids in resend.values() for pk in ids]).update(updated_at=now)
+
+    jobs = Job.objects.filter(updated_at__lt=stale)
+    for job_id in jobs.filter(status=Job.Status.QUEUED).values_list("pk", flat=True)[:BATCH]:
+        enqueue.ingest(job_id)
+    # A running job with pages still missing lost its ingest (the worker died mid-split, or the
+    # message was lost after the job was claimed): ingest again; it skips the pages it made.
+    unsplit = (
+        jobs.filter(status=Job.Status.RUNNING)
+        .annotate(made=Count("pages"))
+        .filter(made__lt=F("page_count"))
+        .values_list("pk", flat=True)[:BATCH]
+    )
+    for job_id in unsplit:
+        enqueue.ingest(job_id)
+    for job_id in jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:BATCH]:
+        enqueue.assemble(job_id)
+    counts.update(layout=len(resend[states.PageStatus.QUEUED]), recognize=len(resend[states.PageStatus.DETECTED]))
+    return counts
