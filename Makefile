@@ -42,8 +42,9 @@ up: migrate
 bench: venv services
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# ruff (rules in pyproject.toml) and the import layering (import-linter contracts in pyproject.toml).
 lint: venv
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
 
 clean:
 	rm -rf var .pytest_cache bench/results
