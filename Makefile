@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-vllm up services bench lint migrate clean
+.PHONY: venv demo test test-vllm up services bench lint migrate clean locks
 
 $(BIN)/.installed: requirements/base.txt requirements/dev.txt
 	$(PY) -m venv $(VENV)
@@ -45,6 +45,10 @@ bench: venv services
 # ruff (rules in pyproject.toml) and the import layering (import-linter contracts in pyproject.toml).
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
+
+# Per-image dependency locks (requirements/lock/), resolved by uv for the images' platform.
+locks: venv
+	bash .ci/locks.sh
 
 clean:
 	rm -rf var .pytest_cache bench/results
