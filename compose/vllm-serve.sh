@@ -12,4 +12,4 @@ set -- $args "$@"
 IFS=$old_ifs
 model=$1
 shift
-exec vllm serve "${VLLM_MODEL_PATH:-$model}" --host 0.0.0.0 --port 8000 "$@"
+exec vllm serve "${VLLM_MODEL_PATH:-$model}" --host 0.0.0.0 --port "${VLLM_PORT:-8000}" "$@"
