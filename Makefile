@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-vllm up services bench lint migrate clean locks
+.PHONY: venv demo test test-vllm test-images up services bench lint migrate clean locks
 
 $(BIN)/.installed: requirements/base.txt requirements/dev.txt
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: venv services
 
 test-vllm: venv services
 	bash .ci/vllm.sh
+
+# Build every image target with podman and run the compose stack end to end (.ci/images.sh).
+test-images:
+	bash .ci/images.sh
 
 # The local stack needs only Redis (SQLite is the default database; set DATABASE_URL for PostgreSQL).
 up: migrate

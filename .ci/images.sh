@@ -64,7 +64,7 @@ secret=()
 [ -s "$ca" ] && secret=(--secret "id=extra_ca,src=$ca")
 build() {  # target
   say "building $1"
-  podman build --network host --layers -f compose/Dockerfile --target "$1" "${secret[@]}" \
+  podman build --format docker --network host --layers -f compose/Dockerfile --target "$1" "${secret[@]}" \
     --build-arg BASE="$BASE_IMAGE" --build-arg PADDLE=paddlepaddle --build-arg VLLM_IMAGE="$BASE_IMAGE" \
     -t "$PREFIX-$1:$TAG" . >"$WORK/build-$1.log" 2>&1 || { tail -n 40 "$WORK/build-$1.log" >&2; die "build $1 (log: $WORK/build-$1.log)"; }
 }
