@@ -74,7 +74,7 @@ build() {  # target
 for target in app layout-gpu vllm postgres redis s3; do build "$target"; done
 
 say "layout-gpu: paddleocr imports; an empty model directory fails naming the setting"
-podman run --rm --network host "$PREFIX-layout-gpu:$TAG" python - <<'PY' || die "layout-gpu image checks"
+podman run -i --rm --network host "$PREFIX-layout-gpu:$TAG" python - <<'PY' || die "layout-gpu image checks"
 import tempfile
 import paddleocr
 from workers.engines.base import EngineError
@@ -191,7 +191,7 @@ say "Flower: 401 without the login, 200 with it"
 
 # The result object is in the object store (S3 through django-storages), not on a local disk.
 s3=$(compose ps -q s3)
-podman exec -e JOB="$job" -e S3_PORT="$S3_PORT" "$s3" python - <<'PY' || die "result object not in the object store"
+podman exec -i -e JOB="$job" -e S3_PORT="$S3_PORT" "$s3" python - <<'PY' || die "result object not in the object store"
 import os
 import boto3
 s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{os.environ['S3_PORT']}", region_name="us-east-1")
@@ -201,4 +201,15 @@ body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
 assert body.strip(), "empty result object"
 print(f"s3://{bucket}/{key}: {len(body)} bytes")
 PY
+# The image's promises: a non-root user, /static served by the app server (WhiteNoise), the
+# image's own health check present, and SIGTERM reaching Celery (a warm shutdown, not a kill).
+[ "$(podman exec "$web" id -u)" = 10001 ] || die "web runs as uid $(podman exec "$web" id -u), not 10001"
+curl -fsS -o /dev/null "$base/static/admin/css/base.css" || die "/static/admin/css/base.css is not served"
+[ "$(podman image inspect --format '{{.Config.Healthcheck.Test}}' "$PREFIX-app:$TAG")" != "[]" ] \
+  && podman image inspect --format '{{.Config.Healthcheck.Test}}' "$PREFIX-app:$TAG" | grep -q healthz \
+  || die "the app image has no HEALTHCHECK on /healthz"
+cpu=$(compose ps -q worker-cpu)
+podman stop -t 50 "$cpu" >/dev/null
+podman logs "$cpu" 2>&1 | grep -q "Warm shutdown" || die "worker-cpu did not shut down warm on SIGTERM"
+say "uid 10001, /static served, HEALTHCHECK on /healthz, Celery warm shutdown on SIGTERM"
 say "all checks passed"
