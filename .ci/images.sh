@@ -205,8 +205,7 @@ PY
 # image's own health check present, and SIGTERM reaching Celery (a warm shutdown, not a kill).
 [ "$(podman exec "$web" id -u)" = 10001 ] || die "web runs as uid $(podman exec "$web" id -u), not 10001"
 curl -fsS -o /dev/null "$base/static/admin/css/base.css" || die "/static/admin/css/base.css is not served"
-[ "$(podman image inspect --format '{{.Config.Healthcheck.Test}}' "$PREFIX-app:$TAG")" != "[]" ] \
-  && podman image inspect --format '{{.Config.Healthcheck.Test}}' "$PREFIX-app:$TAG" | grep -q healthz \
+podman image inspect "$PREFIX-app:$TAG" | grep -q '"Healthcheck"' && podman image inspect "$PREFIX-app:$TAG" | grep -q '/healthz' \
   || die "the app image has no HEALTHCHECK on /healthz"
 cpu=$(compose ps -q worker-cpu)
 podman stop -t 50 "$cpu" >/dev/null
