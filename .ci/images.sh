@@ -74,7 +74,7 @@ build() {  # target
 for target in app layout-gpu vllm postgres redis s3; do build "$target"; done
 
 say "layout-gpu: paddleocr imports; an empty model directory fails naming the setting"
-podman run -i --rm --network host "$PREFIX-layout-gpu:$TAG" python - <<'PY' || die "layout-gpu image checks"
+podman run -i --rm --no-healthcheck --network host "$PREFIX-layout-gpu:$TAG" python - <<'PY' || die "layout-gpu image checks"
 import tempfile
 import paddleocr
 from workers.engines.base import EngineError
@@ -88,7 +88,7 @@ except EngineError as exc:
 else:
     raise SystemExit("the paddle engine built without weights")
 PY
-podman run --rm --entrypoint /bin/sh "$PREFIX-vllm:$TAG" -c 'python3 /opt/ocr/profiles.py serve-args deepseek-ocr --json >/dev/null' \
+podman run --rm --no-healthcheck --entrypoint /bin/sh "$PREFIX-vllm:$TAG" -c 'python3 /opt/ocr/profiles.py serve-args deepseek-ocr --json >/dev/null' \
   || die "vllm image: profiles do not render"
 
 # --- the stack ---------------------------------------------------------------------------------
