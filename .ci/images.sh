@@ -88,8 +88,14 @@ except EngineError as exc:
 else:
     raise SystemExit("the paddle engine built without weights")
 PY
-podman run --rm --no-healthcheck --entrypoint /bin/sh "$PREFIX-vllm:$TAG" -c 'python3 /opt/ocr/profiles.py serve-args deepseek-ocr --json >/dev/null' \
-  || die "vllm image: profiles do not render"
+# The vllm entry point renders the profile's `vllm serve` argv (a stub `vllm` echoes it here).
+served=$(podman run --rm --no-healthcheck -e VLLM_PROFILE=glm-ocr -e VLLM_PORT=8001 -e VLLM_MODEL_PATH=/models/GLM-OCR \
+  --entrypoint /bin/sh "$PREFIX-vllm:$TAG" -c 'mkdir -p /tmp/stub && printf "#!/bin/sh\necho \"\$@\"\n" >/tmp/stub/vllm \
+  && chmod +x /tmp/stub/vllm && PATH=/tmp/stub:$PATH exec sh /opt/ocr/vllm-serve.sh') || die "vllm entry point"
+case $served in
+  "serve /models/GLM-OCR --host 0.0.0.0 --port 8001 --served-model-name zai-org/GLM-OCR "*"--speculative-config"*) ;;
+  *) die "vllm entry point rendered: $served" ;;
+esac
 
 # --- the stack ---------------------------------------------------------------------------------
 for port in $WEB_PORT $FLOWER_PORT $POSTGRES_PORT $REDIS_PORT $S3_PORT; do
