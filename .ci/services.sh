@@ -43,7 +43,7 @@ if [ "${OCR_NEED_POSTGRES:-1}" = "1" ] && ! listening 5432; then
     # postgres@127.0.0.1 without a password (TEST_DATABASE_URL), so loopback is trusted.
     hba=$(ls /etc/postgresql/*/main/pg_hba.conf | head -n1)
     sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
-    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main stop 2>/dev/null || true
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main stop >/dev/null 2>&1 || true
   fi
   if command -v pg_ctlcluster >/dev/null && [ -n "$(ls /etc/postgresql 2>/dev/null)" ]; then
     echo "services: starting PostgreSQL" >&2
