@@ -58,6 +58,7 @@ resource "azurerm_kubernetes_cluster" "main" {
     max_pods                     = 50
     os_disk_type                 = "Ephemeral"
     os_disk_size_gb              = 100
+    host_encryption_enabled      = true
   }
 
   identity {
@@ -80,6 +81,18 @@ resource "azurerm_kubernetes_cluster" "main" {
   workload_autoscaler_profile {
     keda_enabled = true
   }
+
+  oms_agent {
+    log_analytics_workspace_id = azurerm_log_analytics_workspace.main.id
+  }
+}
+
+resource "azurerm_log_analytics_workspace" "main" {
+  name                = "${var.name}-logs"
+  location            = azurerm_resource_group.main.location
+  resource_group_name = azurerm_resource_group.main.name
+  sku                 = "PerGB2018"
+  retention_in_days   = 90
 }
 
 # One pool per tier. The GPU pools scale from zero and are tainted, so nothing but the pods that
@@ -95,17 +108,18 @@ locals {
 }
 
 resource "azurerm_kubernetes_cluster_node_pool" "tier" {
-  for_each              = local.pools
-  name                  = each.key
-  kubernetes_cluster_id = azurerm_kubernetes_cluster.main.id
-  vm_size               = each.value.vm_size
-  auto_scaling_enabled  = true
-  min_count             = each.value.min
-  max_count             = each.value.max
-  node_taints           = each.value.taints
-  node_labels           = { "ocr/pool" = each.key }
-  max_pods              = 50
-  os_disk_type          = "Ephemeral"
+  for_each                = local.pools
+  name                    = each.key
+  kubernetes_cluster_id   = azurerm_kubernetes_cluster.main.id
+  vm_size                 = each.value.vm_size
+  auto_scaling_enabled    = true
+  min_count               = each.value.min
+  max_count               = each.value.max
+  node_taints             = each.value.taints
+  node_labels             = { "ocr/pool" = each.key }
+  max_pods                = 50
+  os_disk_type            = "Ephemeral"
+  host_encryption_enabled = true
 }
 
 resource "azurerm_container_registry" "main" {
@@ -115,6 +129,10 @@ resource "azurerm_container_registry" "main" {
   sku                           = "Premium"
   admin_enabled                 = false
   public_network_access_enabled = false
+  zone_redundancy_enabled       = true
+  data_endpoint_enabled         = true
+  trust_policy_enabled          = true
+  retention_policy_in_days      = 7
 }
 
 resource "azurerm_role_assignment" "aks_pull" {
