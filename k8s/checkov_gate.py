@@ -31,7 +31,11 @@ def main(paths: list[str]) -> int:
             print(f"checkov {framework}: {summary['passed']} passed, {summary['failed']} failed")
             for finding in report["results"]["failed_checks"]:
                 rule = next(
-                    (r for r in rules if r["id"] == finding["check_id"] and fnmatch.fnmatch(finding["resource"], r["resource"])),
+                    (
+                        r
+                        for r in rules
+                        if r["id"] == finding["check_id"] and fnmatch.fnmatch(finding["resource"], r["resource"])
+                    ),
                     None,
                 )
                 where = f"{finding['check_id']} {finding['resource']} ({finding['file_path']})"

@@ -22,7 +22,7 @@ import kubernetes_validate
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests import k8s_manifests as m  # noqa: E402
+from tests import k8s_manifests as m
 
 SCHEMAS = m.K8S / "schemas"
 

@@ -149,7 +149,11 @@ def test_keda_never_asks_for_more_gpu_pods_than_the_pool_has_nodes(cloud, docs, 
 def test_ocr_worker_outlasts_a_vllm_start(docs):
     worker = m.find(docs, "Deployment", "worker-ocr")["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in worker["containers"][0]["env"]}
-    attempts, base, cap = int(env["OCR_MAX_ATTEMPTS"]), float(env["OCR_RETRY_BACKOFF_S"]), float(env["OCR_RETRY_BACKOFF_MAX_S"])
+    attempts, base, cap = (
+        int(env["OCR_MAX_ATTEMPTS"]),
+        float(env["OCR_RETRY_BACKOFF_S"]),
+        float(env["OCR_RETRY_BACKOFF_MAX_S"]),
+    )
     # workers.retry: full jitter, uniform(0, min(cap, base * 2**(n-1))) before retry n; the mean
     # total wait is half the sum of the ceilings.
     mean_wait = sum(min(cap, base * 2 ** max(0, n - 1)) for n in range(1, attempts)) / 2
@@ -214,7 +218,9 @@ def test_gpu_pods_wait_for_the_ingestion_marker(docs):
     script = job["args"][0]
     assert 'marker="/models/.ingested-${MODELS_VERSION}"' in script and 'mv "${marker}.tmp" "$marker"' in script
     for name, spec in m.pod_specs(docs):
-        mounts_models = any(v.get("persistentVolumeClaim", {}).get("claimName") == "ocr-models" for v in spec["volumes"])
+        mounts_models = any(
+            v.get("persistentVolumeClaim", {}).get("claimName") == "ocr-models" for v in spec["volumes"]
+        )
         if not mounts_models or name == "Job/model-ingestion":
             continue
         waits = [c for c in spec.get("initContainers", []) if c["name"] == "wait-for-models"]
@@ -229,7 +235,11 @@ def test_no_static_cloud_keys_and_workload_identity_on_the_ingestion_account(clo
         for c in m.containers(spec):
             assert not any(e["name"].startswith(keys) for e in c.get("env", []))
     sa = m.find(docs, "ServiceAccount", "model-ingestion")["metadata"].get("annotations", {})
-    identity = {"aks": "azure.workload.identity/client-id", "eks": "eks.amazonaws.com/role-arn", "gke": "iam.gke.io/gcp-service-account"}
+    identity = {
+        "aks": "azure.workload.identity/client-id",
+        "eks": "eks.amazonaws.com/role-arn",
+        "gke": "iam.gke.io/gcp-service-account",
+    }
     assert identity[cloud] in sa
 
 
