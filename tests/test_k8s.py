@@ -249,3 +249,17 @@ def test_web_probes_and_pod_ip(docs):
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+@pytest.mark.parametrize("target", m.existing_targets())
+def test_pods_meet_the_restricted_pod_security_standard(target):
+    # The namespace enforces `restricted`: a pod that misses one of these is refused at admission.
+    docs = m.render(target)
+    assert m.find(docs, "Namespace", "ocr")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    for name, spec in m.pod_specs(docs):
+        pod = spec.get("securityContext", {})
+        assert pod.get("runAsNonRoot") is True and pod.get("seccompProfile", {}).get("type") == "RuntimeDefault", name
+        for c in m.containers(spec):
+            sc = c.get("securityContext", {})
+            assert sc.get("allowPrivilegeEscalation") is False, f"{name}/{c['name']}"
+            assert sc.get("capabilities", {}).get("drop") == ["ALL"], f"{name}/{c['name']}"
