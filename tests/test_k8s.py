@@ -263,3 +263,8 @@ def test_pods_meet_the_restricted_pod_security_standard(target):
             sc = c.get("securityContext", {})
             assert sc.get("allowPrivilegeEscalation") is False, f"{name}/{c['name']}"
             assert sc.get("capabilities", {}).get("drop") == ["ALL"], f"{name}/{c['name']}"
+
+
+@pytest.mark.parametrize("target", ["base", "local"])
+def test_cloudless_targets_have_no_load_balancer(target):
+    assert not [d for d in m.render(target) if d["kind"] == "Service" and d["spec"].get("type") == "LoadBalancer"]
