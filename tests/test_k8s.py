@@ -268,3 +268,9 @@ def test_pods_meet_the_restricted_pod_security_standard(target):
 @pytest.mark.parametrize("target", ["base", "local"])
 def test_cloudless_targets_have_no_load_balancer(target):
     assert not [d for d in m.render(target) if d["kind"] == "Service" and d["spec"].get("type") == "LoadBalancer"]
+
+
+def test_workers_get_time_to_finish_their_pages_on_scale_down(docs):
+    for name in ("worker-cpu", "worker-layout", "worker-ocr"):
+        spec = m.find(docs, "Deployment", name)["spec"]["template"]["spec"]
+        assert spec.get("terminationGracePeriodSeconds", 30) >= 120, name
