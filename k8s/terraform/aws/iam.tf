@@ -101,6 +101,7 @@ locals {
     "ocr-model-ingestion" = "system:serviceaccount:ocr:model-ingestion"
     "efs-csi"             = "system:serviceaccount:kube-system:efs-csi-controller-sa"
     "lb-controller"       = "system:serviceaccount:kube-system:aws-load-balancer-controller"
+    "cluster-autoscaler"  = "system:serviceaccount:kube-system:cluster-autoscaler"
   }
 }
 
@@ -159,3 +160,32 @@ resource "aws_iam_role_policy_attachment" "efs_csi" {
 }
 # The AWS Load Balancer Controller's own policy (iam_policy.json from its release) is attached
 # to aws_iam_role.irsa["lb-controller"] when the controller is installed (README).
+
+# The cluster autoscaler grows the GPU groups from zero when KEDA creates pods. It reads each
+# group's labels and taints from the EKS API (eks:DescribeNodegroup), which is how it knows an
+# empty group fits a pod's nodeSelector and tolerations.
+resource "aws_iam_role_policy" "cluster_autoscaler" {
+  role = aws_iam_role.irsa["cluster-autoscaler"].id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Effect = "Allow"
+        Action = [
+          "autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
+          "autoscaling:DescribeLaunchConfigurations", "autoscaling:DescribeScalingActivities",
+          "autoscaling:DescribeTags", "ec2:DescribeImages", "ec2:DescribeInstanceTypes",
+          "ec2:DescribeLaunchTemplateVersions", "ec2:GetInstanceTypesFromInstanceRequirements",
+          "eks:DescribeNodegroup",
+        ]
+        Resource = "*"
+      },
+      {
+        Effect    = "Allow"
+        Action    = ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"]
+        Resource  = "*"
+        Condition = { StringEquals = { "aws:ResourceTag/eks:cluster-name" = var.name } }
+      },
+    ]
+  })
+}
