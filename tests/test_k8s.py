@@ -241,6 +241,12 @@ def test_no_static_cloud_keys_and_workload_identity_on_the_ingestion_account(clo
         "gke": "iam.gke.io/gcp-service-account",
     }
     assert identity[cloud] in sa
+    # rclone's backend for the cloud's object store, credentials from the environment (the identity).
+    job = m.find(docs, "Job", "model-ingestion")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in job["env"]}
+    backend = {"aks": "azureblob", "eks": "s3", "gke": "google cloud storage"}[cloud]
+    assert env["RCLONE_CONFIG_SRC_TYPE"] == backend and env["RCLONE_CONFIG_SRC_ENV_AUTH"] == "true"
+    assert env["MODEL_SOURCE"].startswith("src:")
 
 
 def test_web_probes_and_pod_ip(docs):
