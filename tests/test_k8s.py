@@ -7,10 +7,12 @@ Rendering needs kubectl and the node pools need python-hcl2: `make k8s` runs thi
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
 
+from ocrsite.vocabulary import Queue
 from tests import k8s_manifests as m
 from workers.engines import profiles
 
@@ -280,3 +282,27 @@ def test_workers_get_time_to_finish_their_pages_on_scale_down(docs):
     for name in ("worker-cpu", "worker-layout", "worker-ocr"):
         spec = m.find(docs, "Deployment", name)["spec"]["template"]["spec"]
         assert spec.get("terminationGracePeriodSeconds", 30) >= 120, name
+
+
+def test_each_worker_consumes_the_queue_its_scaler_watches(docs):
+    queues = {}
+    for name in ("worker-cpu", "worker-layout", "worker-ocr"):
+        command = m.find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]["command"]
+        queues[name] = command[command.index("-Q") + 1]
+    assert set(queues.values()) == {q.value for q in Queue}
+    for d in docs:
+        if d["kind"] == "ScaledObject":
+            for t in d["spec"]["triggers"]:
+                if t["type"] == "redis":
+                    assert t["metadata"]["listName"] == queues[d["spec"]["scaleTargetRef"]["name"]]
+
+
+def test_dashboard_queries_series_the_app_exports():
+    dashboard = json.loads((m.K8S / "base" / "dashboards" / "ocr-platform.json").read_text())
+    exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
+    source = (m.ROOT / "apps" / "jobs" / "monitoring.py").read_text()
+    exported = set(re.findall(r'MetricFamily\(\s*"(ocr_\w+)"', source))
+    # Counters are exposed with _total, histograms with _bucket/_sum/_count.
+    for name in set(re.findall(r"\bocr_\w+", exprs)):
+        base = re.sub(r"_(total|bucket|sum|count)$", "", name)
+        assert base in exported, f"the dashboard reads {name}, which the app does not export"
