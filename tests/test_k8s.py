@@ -306,3 +306,30 @@ def test_dashboard_queries_series_the_app_exports():
     for name in set(re.findall(r"\bocr_\w+", exprs)):
         base = re.sub(r"_(total|bucket|sum|count)$", "", name)
         assert base in exported, f"the dashboard reads {name}, which the app does not export"
+
+
+def test_aws_edge_authenticates_and_throttles():
+    pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+    edge = m.hcl(m.K8S / "terraform" / "aws" / "edge.tf")
+    route = m.resource(edge, "aws_apigatewayv2_route", "api")
+    assert route["authorization_type"] == "JWT" and route["route_key"] == "ANY /{proxy+}"
+    authorizer = m.resource(edge, "aws_apigatewayv2_authorizer", "jwt")
+    assert authorizer["authorizer_type"] == "JWT"
+    integration = m.resource(edge, "aws_apigatewayv2_integration", "web")
+    assert integration["connection_type"] == "VPC_LINK"
+    assert integration["request_parameters"]["overwrite:header.X-Forwarded-Proto"] == "https"
+    throttle = m.resource(edge, "aws_apigatewayv2_stage", "default")["default_route_settings"][0]
+    assert 0 < throttle["throttling_rate_limit"] <= 100 and throttle["throttling_burst_limit"] > 0
+
+
+def test_apim_policy_validates_jwt_limits_rate_and_size():
+    import xml.etree.ElementTree as ET
+
+    inbound = ET.parse(m.K8S / "overlays" / "aks" / "apim-policy.xml").getroot().find("inbound")
+    assert inbound.find("validate-jwt") is not None
+    limit = inbound.find("rate-limit-by-key")
+    assert (limit.get("calls"), limit.get("renewal-period")) == ("100", "60")
+    conditions = " ".join(w.get("condition") for w in inbound.iter("when"))
+    assert "10485760" in conditions and "Content-Length" in conditions
+    proto = [h for h in inbound.iter("set-header") if h.get("name") == "X-Forwarded-Proto"]
+    assert proto and proto[0].find("value").text == "https"

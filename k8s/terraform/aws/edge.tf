@@ -44,6 +44,11 @@ resource "aws_apigatewayv2_integration" "web" {
   connection_type    = "VPC_LINK"
   connection_id      = aws_apigatewayv2_vpc_link.web.id
   integration_uri    = var.nlb_listener_arn
+  # TLS ends here: tell Django (DJANGO_TRUSTED_PROXY_COUNT=1) the client spoke HTTPS, or
+  # DJANGO_SECURE would redirect every API call.
+  request_parameters = {
+    "overwrite:header.X-Forwarded-Proto" = "https"
+  }
 }
 
 resource "aws_apigatewayv2_route" "api" {
