@@ -165,7 +165,7 @@ def hcl(path: Path) -> dict:
         return _unquote(hcl2.load(fh))
 
 
-def resource(doc: dict, rtype: str, name: str) -> dict:
+def tf_resource(doc: dict, rtype: str, name: str) -> dict:
     for block in doc.get("resource", []):
         if rtype in block and name in block[rtype]:
             return block[rtype][name]
@@ -181,7 +181,7 @@ def _locals(doc: dict, name: str) -> dict:
 
 def aks_pools() -> dict[str, Pool]:
     doc = hcl(K8S / "terraform" / "azure" / "main.tf")
-    resource = resource(doc, "azurerm_kubernetes_cluster_node_pool", "tier")
+    resource = tf_resource(doc, "azurerm_kubernetes_cluster_node_pool", "tier")
     assert resource["for_each"] == "${local.pools}" and resource["node_taints"] == "${each.value.taints}"
     pools = {}
     for name, p in _locals(doc, "pools").items():
@@ -200,7 +200,7 @@ _EKS_EFFECT = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_N
 
 def eks_pools() -> dict[str, Pool]:
     doc = hcl(K8S / "terraform" / "aws" / "eks.tf")
-    resource = resource(doc, "aws_eks_node_group", "tier")
+    resource = tf_resource(doc, "aws_eks_node_group", "tier")
     assert resource["for_each"] == "${local.node_groups}" and resource["node_group_name"] == "${each.key}"
     assert resource["scaling_config"][0]["max_size"] == "${each.value.max}"
     (content,) = resource["dynamic"][0]["taint"]["content"]

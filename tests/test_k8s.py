@@ -311,14 +311,14 @@ def test_dashboard_queries_series_the_app_exports():
 def test_aws_edge_authenticates_and_throttles():
     pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
     edge = m.hcl(m.K8S / "terraform" / "aws" / "edge.tf")
-    route = m.resource(edge, "aws_apigatewayv2_route", "api")
+    route = m.tf_resource(edge, "aws_apigatewayv2_route", "api")
     assert route["authorization_type"] == "JWT" and route["route_key"] == "ANY /{proxy+}"
-    authorizer = m.resource(edge, "aws_apigatewayv2_authorizer", "jwt")
+    authorizer = m.tf_resource(edge, "aws_apigatewayv2_authorizer", "jwt")
     assert authorizer["authorizer_type"] == "JWT"
-    integration = m.resource(edge, "aws_apigatewayv2_integration", "web")
+    integration = m.tf_resource(edge, "aws_apigatewayv2_integration", "web")
     assert integration["connection_type"] == "VPC_LINK"
     assert integration["request_parameters"]["overwrite:header.X-Forwarded-Proto"] == "https"
-    throttle = m.resource(edge, "aws_apigatewayv2_stage", "default")["default_route_settings"][0]
+    throttle = m.tf_resource(edge, "aws_apigatewayv2_stage", "default")["default_route_settings"][0]
     assert 0 < throttle["throttling_rate_limit"] <= 100 and throttle["throttling_burst_limit"] > 0
 
 
