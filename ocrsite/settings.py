@@ -31,6 +31,10 @@ VAR_DIR = Path(env_str("OCR_VAR_DIR", str(BASE_DIR / "var")))
 DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_secret("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver", "[::1]"])
+# Kubernetes probes (and an in-cluster scraper) address the pod by IP, so that IP is the Host they
+# send; the Deployment passes it in through the downward API. Only the pod's own address is added.
+if _pod_ip := env_str("POD_IP", ""):
+    ALLOWED_HOSTS.append(_pod_ip if ":" not in _pod_ip else f"[{_pod_ip}]")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
