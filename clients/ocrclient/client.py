@@ -62,7 +62,7 @@ class _Wait:
     """Sleep what the server asked for (Retry-After), else exponential backoff with jitter."""
 
     def __init__(self, policy: RetryPolicy) -> None:
-        self.backoff = wait_exponential_jitter(initial=policy.initial, max=policy.max_backoff)
+        self.backoff = wait_exponential_jitter(multiplier=policy.initial, max=policy.max_backoff)
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
