@@ -65,13 +65,17 @@ def accept_upload(request: Request) -> Job:
             400, ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY, "Idempotency-Key must be 1-255 printable ASCII characters"
         )
     tenant = tenant_of(request)
+    options = {"ocr": serializer.validated_data.get("ocr", "auto")}
+    callback = serializer.validated_data.get("callback_url") or getattr(request.auth, "webhook_url", "")
+    if callback:
+        options["callback_url"] = callback
     try:
         return services.submit(
             services.Upload(stream=upload.file, filename=upload.name or "", size=upload.size),
             owner=owner_of(request),
             tenant=tenant,
             engine=serializer.validated_data.get("engine"),
-            options={"ocr": serializer.validated_data.get("ocr", "auto")},
+            options=options,
             idempotency_key=key,
             admit=admission(tenant),
         )
