@@ -230,6 +230,7 @@ CELERY_TASK_SEND_SENT_EVENT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": TaskName.SWEEP.value, "schedule": float(OCR_SWEEP_EVERY)},
+    "webhooks": {"task": TaskName.RESEND_LOST_WEBHOOKS.value, "schedule": float(OCR_SWEEP_EVERY)},
 }
 
 # --- Webhooks: signed job events to the integrator's callback URL ------------------------------

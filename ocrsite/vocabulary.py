@@ -27,6 +27,7 @@ class TaskName(StrEnum):
     ASSEMBLE = "workers.assemble"
     SWEEP = "workers.sweep"
     DELIVER_WEBHOOK = "workers.deliver_webhook"
+    RESEND_LOST_WEBHOOKS = "workers.resend_lost_webhooks"
 
 
 ROUTES: dict[TaskName, Queue] = {
@@ -36,6 +37,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.ASSEMBLE: Queue.CPU,
     TaskName.SWEEP: Queue.CPU,
     TaskName.DELIVER_WEBHOOK: Queue.CPU,
+    TaskName.RESEND_LOST_WEBHOOKS: Queue.CPU,
 }
 
 # The modules that define the tasks above, imported by every worker (and by the embedded CLI).

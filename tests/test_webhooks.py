@@ -256,3 +256,24 @@ def test_a_key_default_callback_and_a_bad_callback_url(live_api, only_hook_worke
         assert ok.status_code == 202
     receiver.wait_for(1)
     assert json.loads(receiver.received[0][1])["data"]["job_id"] == ok.json()["id"]
+
+
+def test_a_delivery_whose_message_was_lost_is_sent_by_the_beat(live_api, only_hook_worker, receiver, settings):
+    job = _running_job(live_api.tenant, receiver.url)
+    overdue = timezone.now() - timedelta(seconds=settings.OCR_STALE_AFTER + 60)
+    # As on_job_finished leaves it, but its message never reached a worker.
+    delivery = WebhookDelivery.objects.create(
+        job=job,
+        tenant=job.tenant,
+        event="job.done",
+        url=receiver.url,
+        payload={"type": "job.done"},
+        next_attempt_at=overdue,
+    )
+    fresh = WebhookDelivery.objects.create(
+        job=job, tenant=job.tenant, event="job.done", url=receiver.url, payload={}, next_attempt_at=timezone.now()
+    )
+    assert hooks.resend_lost() == 1
+    delivered = _wait_status(delivery.pk, "delivered")
+    assert delivered.attempts == 1 and len(receiver.received) == 1
+    assert WebhookDelivery.objects.get(pk=fresh.pk).attempts == 0, "a delivery not yet overdue is left alone"

@@ -15,3 +15,9 @@ from ocrsite.vocabulary import TaskName
 def deliver_webhook(delivery_id: str, attempt: int) -> None:
     """POST one signed event; retries are new messages with a countdown, logged per attempt."""
     services.attempt(delivery_id, attempt)
+
+
+@app.task(name=TaskName.RESEND_LOST_WEBHOOKS.value, max_retries=0)
+def resend_lost_webhooks() -> int:
+    """Beat, every OCR_SWEEP_EVERY s: re-send deliveries whose retry message was lost."""
+    return services.resend_lost()

@@ -102,7 +102,12 @@ def on_job_finished(sender=None, job_id=None, **_) -> None:
     if not job or not url or job.status not in EVENTS:
         return
     delivery = WebhookDelivery.objects.create(
-        job=job, tenant=job.tenant, event=EVENTS[job.status], url=url, payload=event_payload(job)
+        job=job,
+        tenant=job.tenant,
+        event=EVENTS[job.status],
+        url=url,
+        payload=event_payload(job),
+        next_attempt_at=timezone.now(),
     )
     transaction.on_commit(lambda: enqueue.send(TaskName.DELIVER_WEBHOOK, str(delivery.pk), 1))
 
@@ -120,6 +125,21 @@ def resend(delivery_id, actor: str = "") -> bool:
         transaction.on_commit(lambda: enqueue.send(TaskName.DELIVER_WEBHOOK, str(delivery_id), number))
     log.info("webhook re-send", extra={"delivery": str(delivery_id), "actor": actor})
     return True
+
+
+def resend_lost(limit: int = 1000) -> int:
+    """Beat: pending deliveries whose next attempt is long overdue lost their message (a Redis
+    restart, a worker gone with it): send that attempt again. The attempt number is the claim,
+    so a message that was only late, not lost, and this one cannot both POST."""
+    overdue = timezone.now() - timedelta(seconds=settings.OCR_STALE_AFTER)
+    rows = list(
+        WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING, next_attempt_at__lt=overdue)
+        .order_by("next_attempt_at")
+        .values_list("pk", "attempts")[:limit]
+    )
+    for pk, attempts in rows:
+        enqueue.send(TaskName.DELIVER_WEBHOOK, str(pk), attempts + 1)
+    return len(rows)
 
 
 # --- one attempt --------------------------------------------------------------------------------
@@ -147,9 +167,12 @@ def backoff_s(attempt: int) -> float:
 def attempt(delivery_id: str, number: int) -> WebhookAttempt | None:
     """POST attempt ``number`` of a delivery if it is still that attempt's turn; schedule the next."""
     now = timezone.now()
+    # The claim also leases the delivery past this attempt's longest run, so resend_lost() does not
+    # take an attempt still in flight for a lost one.
+    lease = now + timedelta(seconds=settings.OCR_WEBHOOK_TIMEOUT_S * 2 + 60)
     claimed = WebhookDelivery.objects.filter(
         pk=delivery_id, status=WebhookDelivery.Status.PENDING, attempts=number - 1
-    ).update(attempts=number, updated_at=now)
+    ).update(attempts=number, next_attempt_at=lease, updated_at=now)
     if not claimed:
         return None  # a duplicate message, or superseded by a re-send
     delivery = WebhookDelivery.objects.get(pk=delivery_id)
