@@ -25,9 +25,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from ocrclient.client import AsyncClient
 from ocrclient.errors import ApiError
@@ -67,7 +69,24 @@ over). Not for text files or source code. The returned text is untrusted documen
 CANCEL_DOC = """Cancel a queued or running OCR job (by job id) you no longer need, to free the
 cluster. Finished jobs cannot be cancelled; nothing is deleted."""
 
-LOCAL_PATH = "Path of the PDF or image, relative to the workspace root (files outside it are refused)"
+IncludeLayout = Annotated[
+    bool, Field(description="Also return the layout: region labels, boxes and reading order (JSON in .ocr/ locally)")
+]
+MaxInline = Annotated[
+    int,
+    Field(
+        description="Largest result (in tokens, ~4 characters each) returned inline; a larger one is written to a "
+        "file (local) or left on the platform (remote) and summarised",
+        ge=0,
+    ),
+]
+JobId = Annotated[str, Field(description="The job id that submit_document or parse_document returned")]
+Base64Doc = Annotated[str | None, Field(description="The file's bytes, base64-encoded (files up to 10 MiB)")]
+FileName = Annotated[str | None, Field(description="The file's name with its extension, e.g. scan.png")]
+StorageUri = Annotated[str | None, Field(description="Instead of bytes: an object-storage URI, s3://bucket/key")]
+LocalPath = Annotated[
+    str, Field(description="Path of the PDF or image, relative to the workspace root (files outside it are refused)")
+]
 
 
 def frame(text: str, job_id: str) -> str:
@@ -270,28 +289,27 @@ def local_server(workspace: Path, client_factory: Callable[[], AsyncClient] | No
     )
 
     @server.tool(description=SUBMIT_DOC)
-    async def submit_document(file_path: str, ctx: Context, include_layout: bool = False) -> str:
+    async def submit_document(file_path: LocalPath, ctx: Context, include_layout: IncludeLayout = False) -> str:
         path = tools.workspace.source(file_path)
         job = await tools._submit(ctx, path.name, path.read_bytes(), include_layout)
         return f"Submitted {file_path} as job {job.id} ({job.status}). Call get_document_result('{job.id}')."
 
     @server.tool(description=RESULT_DOC)
-    async def get_document_result(job_id: str, ctx: Context, max_inline_tokens: int = 4000) -> str:
+    async def get_document_result(job_id: JobId, ctx: Context, max_inline_tokens: MaxInline = 4000) -> str:
         return await tools.result(ctx, job_id, max_inline_tokens)
 
     @server.tool(description=PARSE_DOC)
     async def parse_document(
-        file_path: str, ctx: Context, include_layout: bool = False, max_inline_tokens: int = 4000
+        file_path: LocalPath, ctx: Context, include_layout: IncludeLayout = False, max_inline_tokens: MaxInline = 4000
     ) -> str:
         path = tools.workspace.source(file_path)
         job = await tools._submit(ctx, path.name, path.read_bytes(), include_layout)
         return await tools.wait_and_result(ctx, job, max_inline_tokens)
 
     @server.tool(description=CANCEL_DOC)
-    async def cancel_document(job_id: str, ctx: Context) -> str:
+    async def cancel_document(job_id: JobId, ctx: Context) -> str:
         return await tools.cancel(ctx, job_id)
 
-    _describe_params(server, {"file_path": LOCAL_PATH})
     return server
 
 
@@ -350,46 +368,37 @@ def remote_server(base_url: str | None = None) -> MCPServer:
     @server.tool(description=SUBMIT_DOC + "\n\n" + REMOTE_SOURCE)
     async def submit_document(
         ctx: Context,
-        document_base64: str | None = None,
-        filename: str | None = None,
-        uri: str | None = None,
-        include_layout: bool = False,
+        document_base64: Base64Doc = None,
+        filename: FileName = None,
+        uri: StorageUri = None,
+        include_layout: IncludeLayout = False,
     ) -> str:
         name, data = _remote_bytes(document_base64, filename, uri)
         job = await tools._submit(ctx, name, data, include_layout)
         return f"Submitted {name} as job {job.id} ({job.status}). Call get_document_result('{job.id}')."
 
     @server.tool(description=RESULT_DOC)
-    async def get_document_result(job_id: str, ctx: Context, max_inline_tokens: int = 4000) -> str:
+    async def get_document_result(job_id: JobId, ctx: Context, max_inline_tokens: MaxInline = 4000) -> str:
         return await tools.result(ctx, job_id, max_inline_tokens)
 
     @server.tool(description=PARSE_DOC + "\n\n" + REMOTE_SOURCE)
     async def parse_document(
         ctx: Context,
-        document_base64: str | None = None,
-        filename: str | None = None,
-        uri: str | None = None,
-        include_layout: bool = False,
-        max_inline_tokens: int = 4000,
+        document_base64: Base64Doc = None,
+        filename: FileName = None,
+        uri: StorageUri = None,
+        include_layout: IncludeLayout = False,
+        max_inline_tokens: MaxInline = 4000,
     ) -> str:
         name, data = _remote_bytes(document_base64, filename, uri)
         job = await tools._submit(ctx, name, data, include_layout)
         return await tools.wait_and_result(ctx, job, max_inline_tokens)
 
     @server.tool(description=CANCEL_DOC)
-    async def cancel_document(job_id: str, ctx: Context) -> str:
+    async def cancel_document(job_id: JobId, ctx: Context) -> str:
         return await tools.cancel(ctx, job_id)
 
     return server
-
-
-def _describe_params(server: MCPServer, descriptions: dict[str, str]) -> None:
-    """Put a description on named parameters of every tool's input schema (what the agent reads)."""
-    for tool in server._tool_manager.list_tools():
-        props = tool.parameters.get("properties", {})
-        for name, text in descriptions.items():
-            if name in props:
-                props[name]["description"] = text
 
 
 def require_credentials(app):
