@@ -19,6 +19,7 @@ import httpx2
 import pytest
 import uvicorn
 from celery import current_app
+from django.db import connections
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -70,6 +71,19 @@ def workspace(tmp_path) -> Path:
     (tmp_path / "secret.pdf").write_bytes(dev_file("multi_page.pdf").read_bytes())
     (ws / "docs" / "escape.pdf").symlink_to(tmp_path / "secret.pdf")
     return ws
+
+
+def _run_closing_connections(coro) -> None:
+    """asyncio.run, closing the database connections the ORM opened inside the loop (Django keys
+    connections by async context, so they are not the test thread's and would outlive the test)."""
+
+    async def wrapped() -> None:
+        try:
+            await coro
+        finally:
+            connections.close_all()
+
+    asyncio.run(wrapped())
 
 
 @pytest.fixture(autouse=True)
@@ -137,7 +151,7 @@ def test_stdio_server_tools_results_refusals_and_framing(live_api, workspace, re
             status = _text(await session.call_tool("get_document_result", {"job_id": job_id}))
             assert "is cancelled" in status
 
-    asyncio.run(run())
+    _run_closing_connections(run())
 
 
 def _free_port() -> int:
@@ -189,7 +203,7 @@ def test_streamable_http_server_behind_api_keys(live_api, mcp_http):
             bad = await session.call_tool("submit_document", {"document_base64": "***", "filename": "x.png"})
             assert bad.is_error and "base64" in _text(bad)
 
-    asyncio.run(run())
+    _run_closing_connections(run())
 
 
 def test_streamable_http_forwards_a_bad_key_as_the_platforms_refusal(live_api, mcp_http):
