@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-vllm test-images up services bench lint migrate clean locks
+.PHONY: venv demo test test-vllm test-images up services bench lint migrate clean locks k8s
 
 $(BIN)/.installed: requirements/base.txt requirements/dev.txt
 	$(PY) -m venv $(VENV)
@@ -53,6 +53,10 @@ lint: venv
 # Per-image dependency locks (requirements/lock/), resolved by uv for the images' platform.
 locks: venv
 	bash .ci/locks.sh
+
+# Render + validate the Kubernetes manifests, their invariant tests, checkov (own venvs: .ci/k8s.sh).
+k8s:
+	bash .ci/k8s.sh
 
 clean:
 	rm -rf var .pytest_cache bench/results
