@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-vllm up services bench lint migrate clean k8s
+.PHONY: venv demo test test-vllm test-images up services bench lint migrate clean locks k8s
 
 $(BIN)/.installed: requirements/base.txt requirements/dev.txt
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,10 @@ test: venv services
 test-vllm: venv services
 	bash .ci/vllm.sh
 
+# Build every image target with podman and run the compose stack end to end (.ci/images.sh).
+test-images:
+	bash .ci/images.sh
+
 # The local stack needs only Redis (SQLite is the default database; set DATABASE_URL for PostgreSQL).
 up: migrate
 	OCR_NEED_POSTGRES=$$(case "$$DATABASE_URL" in postgres*) echo 1;; *) echo 0;; esac) bash .ci/services.sh
@@ -45,6 +49,10 @@ bench: venv services
 # ruff (rules in pyproject.toml) and the import layering (import-linter contracts in pyproject.toml).
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
+
+# Per-image dependency locks (requirements/lock/), resolved by uv for the images' platform.
+locks: venv
+	bash .ci/locks.sh
 
 # Render + validate the Kubernetes manifests, their invariant tests, checkov (own venvs: .ci/k8s.sh).
 k8s:

@@ -59,6 +59,8 @@ MIDDLEWARE = [
     # Request counts and latencies for /metrics; Before must be first and After last.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (collected into STATIC_ROOT at image build) straight from the app server.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before CommonMiddleware, so a refused cross-origin preflight is answered early.
     "corsheaders.middleware.CorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -109,6 +111,7 @@ MEDIA_ROOT = Path(env_str("OCR_MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "/media/"
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing one
 
 OCR_STORAGE = env_choice("OCR_STORAGE", "local", ("local", "s3", "azure"))
 if OCR_STORAGE == "s3":
@@ -144,7 +147,9 @@ else:
     }
 STORAGES = {
     "default": _default_storage,
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # Compressed copies next to the originals; no manifest, so a checkout without collectstatic
+    # (tests, `make up`) still renders pages.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 
 # --- Limits on input -----------------------------------------------------------------------

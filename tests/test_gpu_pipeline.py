@@ -147,13 +147,15 @@ def test_job_through_ocr_queue_with_vllm_recognizer(api, vllm_worker):
     assert body["status"] == "done", (body, proc.tail())
     regions = list(Region.objects.filter(page__job_id=body["id"]))
     assert regions and all(r.engine == "vllm:glm-ocr" and r.status == "done" for r in regions)
-    assert {r.text for r in regions} <= {
+    read = [r for r in regions if r.label != "figure"]
+    assert {r.text for r in read} <= {
         "VLM read: Text Recognition:",
         "VLM read: Formula Recognition:",
         "VLM read: Table Recognition:",
-        "VLM read: Describe this chart or figure in two or three sentences.",
     }
-    assert len(server.stats.requests) >= len(regions)
+    # GLM-OCR has no prompt for figures: they are kept, unread, never sent.
+    assert all(r.text == "" and "not-sent" in r.flags for r in regions if r.label == "figure")
+    assert len(server.stats.requests) >= len(read)
     assert all(b["model"] == "zai-org/GLM-OCR" and b["temperature"] == 0.0 for b in server.stats.requests)
     md = api.get(f"/api/v1/jobs/{body['id']}/result?format=markdown").content.decode()
     assert "VLM read: Text Recognition:" in md
@@ -225,3 +227,18 @@ def test_mixed_recognizer_sends_only_configured_labels_to_the_vlm():
     assert len(server.stats.requests) == 1
     assert title.text == "VLM read: Text Recognition:"
     assert "quick brown dog" in text.text.lower()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mixed_recognizer_keeps_cpu_text_where_the_vlm_does_not_read():
+    """A region routed to the VLM that the VLM does not read (page furniture the layout model
+    marked ``abandon``) keeps rapidocr's text instead of being blanked."""
+    image, _ = load_image_frame(dev_file("phototest.tif").read_bytes(), 0, 60_000_000)
+    h, w = image.shape[:2]
+    regions = [LayoutBox("header", (0, 0, w, h), task="abandon")]
+    with OpenAIServer(vlm_answers) as server:
+        vlm = VllmRecognizer(VllmConfig(base_url=server.url))
+        mixed = MixedRecognizer(RapidOcrRecognizer(CpuRecognizerConfig()), vlm, ["header"])
+        (header,) = mixed.recognize(image, regions).texts
+    assert server.stats.requests == []
+    assert "quick brown dog" in header.text.lower()

@@ -4,8 +4,11 @@ PaddleOCR's models cannot run here (no GPU, no model hub), so the conversion and
 are tested on result structures shaped exactly as PaddleOCR 3.x's ``LayoutDetection.predict``
 returns them (``res.json`` → ``{"res": {"input_path", "page_index", "boxes": [{"cls_id",
 "label", "score", "coordinate", "order", "polygon_points"}]}}``, checked against PaddleX 3.7.2's
-``layout_analysis/processors.py``; PP-DocLayout_plus-L has no ``polygon_points``). The model itself runs in ``test_real_model_on_gpu`` when
-OCR_PADDLE_MODEL_DIR points at weights (marked ``gpu``, skipped otherwise).
+``layout_analysis/processors.py``: integer coordinates, boxes listed in the model's order, ``order``
+None for the labels in its ``SKIP_ORDER_LABELS``; PP-DocLayout_plus-L goes through PaddleX's
+object-detection predictor and has neither ``order`` nor ``polygon_points``). The model itself
+runs in ``test_real_model_on_gpu`` when OCR_PADDLE_MODEL_DIR points at weights (marked ``gpu``,
+skipped otherwise).
 """
 
 from __future__ import annotations
@@ -18,9 +21,16 @@ import pytest
 
 from apps.jobs.documents import load_image_frame
 from tests.conftest import dev_file
+from workers.content.order import reading_order
 from workers.engines import paddle
 from workers.engines.base import LABELS, EngineError
+from workers.regions import order_of
 
+# A two-column page as PaddleX 3.7 returns it for PP-DocLayoutV3: boxes listed in the model's
+# reading order, integer coordinates (``restructured_boxes``), and ``order`` numbered only for
+# labels outside PaddleX's SKIP_ORDER_LABELS: the table and the chart get None
+# (``update_order_index``). The model reads the table (right column) between the two left-column
+# paragraphs that refer to it, an order our XY-cut would not produce.
 V3_RESULT = {
     "res": {
         "input_path": None,
@@ -30,23 +40,15 @@ V3_RESULT = {
                 "cls_id": 6,
                 "label": "doc_title",
                 "score": 0.9612,
-                "coordinate": [120.5, 80.25, 980.0, 140.75],
+                "coordinate": [120, 80, 980, 141],
                 "order": 1,
-                "polygon_points": [[120.5, 80.25], [980.0, 80.25], [980.0, 140.75], [120.5, 140.75]],
-            },
-            {
-                "cls_id": 22,
-                "label": "text",
-                "score": 0.9871,
-                "coordinate": [120.0, 600.0, 540.0, 900.0],
-                "order": 3,
-                "polygon_points": [[120, 600], [540, 610], [540, 900], [120, 890]],
+                "polygon_points": [[120, 80], [980, 80], [980, 141], [120, 141]],
             },
             {
                 "cls_id": 22,
                 "label": "text",
                 "score": 0.9790,
-                "coordinate": [120.0, 180.0, 540.0, 560.0],
+                "coordinate": [120, 180, 540, 560],
                 "order": 2,
                 "polygon_points": [[120, 180], [540, 180], [540, 560], [120, 560]],
             },
@@ -54,32 +56,40 @@ V3_RESULT = {
                 "cls_id": 21,
                 "label": "table",
                 "score": 0.95,
-                "coordinate": [580.0, 180.0, 1000.0, 560.0],
-                "order": 4,
+                "coordinate": [580, 180, 1000, 560],
+                "order": None,
                 "polygon_points": [[580, 180], [1000, 180], [1000, 560], [580, 560]],
+            },
+            {
+                "cls_id": 22,
+                "label": "text",
+                "score": 0.9871,
+                "coordinate": [120, 600, 540, 900],
+                "order": 3,
+                "polygon_points": [[120, 600], [540, 610], [540, 900], [120, 890]],
             },
             {
                 "cls_id": 5,
                 "label": "display_formula",
                 "score": 0.91,
-                "coordinate": [580.0, 600.0, 1000.0, 660.0],
-                "order": 5,
+                "coordinate": [580, 600, 1000, 660],
+                "order": 4,
                 "polygon_points": [[580, 600], [1000, 600], [1000, 660], [580, 660]],
             },
             {
                 "cls_id": 3,
                 "label": "chart",
                 "score": 0.88,
-                "coordinate": [580.0, 700.0, 1000.0, 900.0],
-                "order": 6,
+                "coordinate": [580, 700, 1000, 900],
+                "order": None,
                 "polygon_points": [[580, 700], [1000, 700], [1000, 900], [580, 900]],
             },
             {
                 "cls_id": 16,
                 "label": "number",
                 "score": 0.80,
-                "coordinate": [540.0, 1500.0, 580.0, 1530.0],
-                "order": 7,
+                "coordinate": [540, 1500, 580, 1530],
+                "order": 5,
                 "polygon_points": [[540, 1500], [580, 1500], [580, 1530], [540, 1530]],
             },
         ],
@@ -102,12 +112,35 @@ PLUS_L_RESULT = {
 
 def test_v3_result_converts_with_order_polygons_and_our_labels():
     boxes = paddle.boxes_from_result(V3_RESULT)
-    assert [b.label for b in boxes] == ["title", "text", "text", "table", "equation", "figure", "footer"]
+    assert [b.label for b in boxes] == ["title", "text", "table", "text", "equation", "figure", "footer"]
     assert all(b.label in LABELS for b in boxes)
-    assert [b.order for b in boxes] == [1, 3, 2, 4, 5, 6, 7]
-    assert boxes[0].bbox == (120.5, 80.2, 980.0, 140.8)
+    assert [b.task for b in boxes] == ["text", "text", "table", "text", "formula", "chart", "abandon"]
+    assert boxes[0].bbox == (120.0, 80.0, 980.0, 141.0)
     assert boxes[0].score == 0.9612
-    assert boxes[1].polygon == ((120.0, 600.0), (540.0, 610.0), (540.0, 900.0), (120.0, 890.0))
+    assert boxes[3].polygon == ((120.0, 600.0), (540.0, 610.0), (540.0, 900.0), (120.0, 890.0))
+
+
+def test_none_orders_keep_the_models_order_for_boxes_that_have_one():
+    """PaddleX leaves ``order`` None on tables and charts: the page still reads in the model's
+    order (numbered boxes exactly as numbered, the others where the model listed them), not in
+    our XY-cut's, which would read the whole left column before the table."""
+    boxes = paddle.boxes_from_result(V3_RESULT)
+    assert all(b.order is not None for b in boxes)
+    ranked = [boxes[i].label for i in order_of(boxes)]
+    assert ranked == ["title", "text", "table", "text", "equation", "figure", "footer"]
+    numbered = [i for i, item in enumerate(V3_RESULT["res"]["boxes"]) if item["order"] is not None]
+    assert sorted(numbered, key=lambda i: boxes[i].order) == sorted(
+        numbered, key=lambda i: V3_RESULT["res"]["boxes"][i]["order"]
+    )
+    xy_cut = [boxes[i].label for i in reading_order([b.bbox for b in boxes])]
+    assert xy_cut != ranked  # the fixture would not tell the two apart otherwise
+
+
+def test_numbered_boxes_keep_their_numbers_even_when_listed_out_of_order():
+    raw = V3_RESULT["res"]["boxes"]
+    shuffled = {"res": {"boxes": [raw[3], raw[2], raw[0], raw[1]]}}  # text#3, table, title#1, text#2
+    boxes = paddle.boxes_from_result(shuffled)
+    assert [boxes[i].label for i in order_of(boxes)] == ["title", "text", "text", "table"]
 
 
 def test_result_object_as_paddlex_builds_it_is_read():
@@ -136,7 +169,7 @@ def test_result_object_as_paddlex_builds_it_is_read():
         ],
     )
     (box,) = paddle.boxes_from_result(raw)
-    assert box.bbox == (120.0, 180.0, 540.0, 560.0) and box.order == 1
+    assert box.bbox == (120.0, 180.0, 540.0, 560.0) and box.order == 0
     assert box.polygon == ((120.0, 180.0), (540.0, 180.0), (540.0, 560.0), (120.0, 560.0))
     assert paddle.boxes_from_result(raw.json) == [box]
     assert len(paddle.boxes_from_result(V3_RESULT["res"])) == 7
@@ -146,11 +179,6 @@ def test_plus_l_result_without_order_leaves_ordering_to_us():
     boxes = paddle.boxes_from_result(PLUS_L_RESULT)
     assert [b.label for b in boxes] == ["text", "title", "table"]  # the degenerate box is dropped
     assert all(b.order is None and b.polygon is None for b in boxes)
-
-
-def test_partial_order_is_dropped_rather_than_mixed():
-    result = {"res": {"boxes": [dict(V3_RESULT["res"]["boxes"][0]), dict(V3_RESULT["res"]["boxes"][1], order=None)]}}
-    assert [b.order for b in paddle.boxes_from_result(result)] == [None, None]
 
 
 def test_label_map_covers_both_models_and_task_types_follow_glm_ocr():
@@ -244,3 +272,23 @@ def test_real_model_on_gpu():
     assert len(pages) == 2
     assert any(b.label in ("text", "title") for b in pages[0])
     assert all(b.label in LABELS for page in pages for b in page)
+
+
+@pytest.mark.django_db
+def test_layout_task_survives_the_trip_through_region_rows():
+    """Layout and recognition are separate stages with the database between them: the task the
+    layout model gave a box must come back when recognition rebuilds boxes from rows, and stay
+    after text is applied (a page recognized again must still not send its images)."""
+    from apps.jobs.models import Job, Page
+    from workers.engines.base import RegionText
+    from workers.regions import apply_text, box_of, write_regions
+
+    job = Job.objects.create(status="running", filename="p.pdf", kind="pdf", sha256="2" * 64, page_count=1)
+    page = Page.objects.create(job=job, index=0, status="running", width=1100, height=1600, dpi=150)
+    boxes = paddle.boxes_from_result(V3_RESULT)
+    write_regions(page, [(b, None) for b in boxes], source="ocr", engine="")
+    rows = list(page.regions.order_by("order"))
+    assert [box_of(r).task for r in rows] == ["text", "text", "table", "text", "formula", "chart", "abandon"]
+    apply_text(rows[6], RegionText("", flags=("not-sent",)), "vllm:glm-ocr")
+    rows[6].refresh_from_db()
+    assert box_of(rows[6]).task == "abandon" and "not-sent" in rows[6].flags

@@ -53,10 +53,10 @@ def test_requests_carry_model_image_prompt_and_sampling():
         rec = recognizer(server, profile="glm-ocr", max_tokens=1234)
         result = rec.recognize(PAGE, REGIONS)
     bodies = sorted(server.stats.requests, key=prompt_of)
-    assert len(bodies) == 4
+    assert len(bodies) == 3  # not the figure: GLM-OCR has no prompt for it
     glm = profiles.get("glm-ocr")
     sent_prompts = {prompt_of(b) for b in bodies}
-    assert sent_prompts == {glm["prompts"][t] for t in ("text", "table", "formula", "chart")}
+    assert sent_prompts == {glm["prompts"][t] for t in ("text", "table", "formula")}
     for body in bodies:
         assert body["model"] == "zai-org/GLM-OCR"
         assert body["temperature"] == 0.0
@@ -77,10 +77,47 @@ def test_requests_carry_model_image_prompt_and_sampling():
     assert crop.shape[:2] == (40 + 8, 300 + 8)
     assert crop[4:44, 4:304].mean() < 40 and crop[:3].mean() > 250
     # Each answer went back to its own region.
-    assert [t.text for t in result.texts] == [
-        f"answer to: {glm['prompts'][t]}" for t in ("text", "table", "formula", "chart")
+    assert [t.text for t in result.texts[:3]] == [
+        f"answer to: {glm['prompts'][t]}" for t in ("text", "table", "formula")
     ]
+    assert result.texts[3].text == "" and "not-sent" in result.texts[3].flags
     assert rec.name == "vllm:glm-ocr"
+
+
+def test_skip_and_abandon_boxes_never_reach_the_vlm():
+    """PP-DocLayoutV3 images (skip) and headers/page numbers (abandon) are figure/header/footer
+    regions here, but the layout model's task says not to read them; a chart goes only to a
+    model with a chart prompt (PaddleOCR-VL), never to GLM-OCR with a text prompt."""
+    boxes = [
+        LayoutBox("text", (50, 100, 350, 140), task="text"),
+        LayoutBox("figure", (20, 200, 380, 400), task="skip"),
+        LayoutBox("header", (20, 10, 380, 40), task="abandon"),
+        LayoutBox("footer", (180, 560, 220, 590), task="abandon"),
+        LayoutBox("figure", (20, 420, 380, 550), task="chart"),
+    ]
+    with OpenAIServer(echo_prompt) as server:
+        glm = recognizer(server, profile="glm-ocr").recognize(PAGE, boxes)
+        glm_prompts = [prompt_of(b) for b in server.stats.requests]
+        server.stats.requests.clear()
+        paddle_vl = recognizer(server, profile="paddleocr-vl").recognize(PAGE, boxes)
+        vl_prompts = sorted(prompt_of(b) for b in server.stats.requests)
+    assert glm_prompts == ["Text Recognition:"]
+    assert [bool(t.text) for t in glm.texts] == [True, False, False, False, False]
+    assert all("not-sent" in t.flags for t in glm.texts[1:])
+    assert vl_prompts == ["Chart Recognition:", "OCR:"]
+    assert [bool(t.text) for t in paddle_vl.texts] == [True, False, False, False, True]
+
+
+def test_deepseek_request_never_asks_for_more_tokens_than_the_context_allows():
+    """An 8192 ceiling with an 8192 context made vLLM refuse every page (400); a configured
+    ceiling above what the context allows is clamped too."""
+    reply = "<|ref|>text<|/ref|><|det|>[[0, 0, 999, 999]]<|/det|>\nhello"
+    context = profiles.serve_options("deepseek-ocr", 48)["max-model-len"]
+    with OpenAIServer(lambda body, n: Reply(text=reply)) as server:
+        recognizer(server, profile="deepseek-ocr").recognize(PAGE, [])
+        recognizer(server, profile="deepseek-ocr", max_tokens=50_000).recognize(PAGE, [])
+    for body in server.stats.requests:
+        assert body["max_tokens"] + profiles.prompt_budget(profiles.get("deepseek-ocr")) <= context
 
 
 def test_profile_sampling_rides_in_the_body():
@@ -194,13 +231,13 @@ def test_cancel_aborts_in_flight_requests_and_server_sees_disconnect():
 
         worker = threading.Thread(target=run)
         worker.start()
-        assert server.wait_for(lambda s: s.in_flight == 4, timeout=5)
+        assert server.wait_for(lambda s: s.in_flight == 3, timeout=5)  # the figure is not sent to GLM-OCR
         flag.set()
         worker.join(timeout=5)
         assert not worker.is_alive()
         assert outcome["error"].code == "job:cancelled" and outcome["error"].permanent
         # The server's handlers saw all four connections close: vLLM would abort the sequences.
-        assert server.wait_for(lambda s: s.disconnects == 4 and s.in_flight == 0, timeout=5)
+        assert server.wait_for(lambda s: s.disconnects == 3 and s.in_flight == 0, timeout=5)
         assert rec.in_flight == 0
 
 

@@ -112,10 +112,23 @@ def test_profiles_map_every_label_and_have_all_prompts():
     assert set(profiles.GROUNDING_LABELS.values()) <= set(LABELS)
     for name, profile in profiles.PROFILES.items():
         if profile["mode"] == "region":
-            assert set(profile["prompts"]) == set(profiles.TASKS), name
+            assert {"text", "table", "formula"} <= set(profile["prompts"]) <= set(profiles.TASKS), name
         else:
             assert profile["page_prompt"].startswith("<image>")
             assert profile["sampling"]["skip_special_tokens"] is False
+
+
+def test_no_profile_asks_for_more_tokens_than_its_context_allows():
+    """vLLM answers 400 (a permanent region failure) when prompt + max_tokens exceed max-model-len,
+    on either card size. deepseek-ocr once asked for 8192 with an 8192 context."""
+    for name, profile in profiles.PROFILES.items():
+        ceiling = profiles.token_ceiling(name)
+        for gpu_gb in (80, 48):
+            context = profiles.serve_options(name, gpu_gb)["max-model-len"]
+            assert 0 < ceiling <= context - profiles.prompt_budget(profile), (name, gpu_gb)
+    # DeepSeek-OCR's largest prompt in vLLM: 273 global-view + 660 tile image tokens, plus text.
+    assert profiles.prompt_budget(profiles.get("deepseek-ocr")) > 273 + 660
+    assert profiles.token_ceiling("deepseek-ocr") == 8192 - 1024
 
 
 def test_serve_args_render_for_each_card_size():

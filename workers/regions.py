@@ -15,6 +15,10 @@ from ocrsite.vocabulary import ErrorCode
 from workers.content.order import reading_order
 from workers.engines.base import EngineError, LayoutBox, RegionText
 
+# The layout model's per-box task (LayoutBox.task) rides in the region's flags as "task:<task>",
+# so the recognition stage, which rebuilds boxes from rows, still knows not to read skip/abandon.
+TASK_FLAG = "task:"
+
 
 def write_regions(page: Page, found: list[tuple[LayoutBox, RegionText | None]], *, source: str, engine: str) -> None:
     """Replace the page's regions (a redelivered stage rewrites, never appends)."""
@@ -43,7 +47,7 @@ def create_region(
         status=Region.Status.DONE if text else Region.Status.PENDING,
         source=source,
         engine=engine if text else "",
-        flags=list(text.flags) if text else [],
+        flags=([f"{TASK_FLAG}{box.task}"] if box.task else []) + (list(text.flags) if text else []),
         latency_ms=text.latency_ms if text else None,
     )
 
@@ -51,7 +55,7 @@ def create_region(
 def apply_text(region: Region, text: RegionText, engine: str) -> None:
     region.text = text.text
     region.confidence = text.confidence
-    region.flags = list(text.flags)
+    region.flags = [f for f in region.flags if str(f).startswith(TASK_FLAG)] + list(text.flags)
     region.latency_ms = text.latency_ms
     region.engine = engine
     # A region the recognizer could not read fails alone, with its code; the page goes on.
@@ -93,7 +97,8 @@ def order_of(boxes: list[LayoutBox]) -> list[int]:
 
 def box_of(region: Region) -> LayoutBox:
     polygon = tuple(tuple(p) for p in region.polygon) if region.polygon else None
-    return LayoutBox(label=region.label, bbox=region.bbox, score=region.score, polygon=polygon)
+    task = next((f[len(TASK_FLAG) :] for f in region.flags if str(f).startswith(TASK_FLAG)), None)
+    return LayoutBox(label=region.label, bbox=region.bbox, score=region.score, polygon=polygon, task=task)
 
 
 def load_image(page: Page) -> np.ndarray:

@@ -28,6 +28,11 @@ LABELS = (
 )
 
 
+# Layout tasks that mean "do not send to a recognizer": ``skip`` keeps the region without text
+# (pictures), ``abandon`` is page furniture (headers, footers, page numbers, asides).
+NOT_READ_TASKS = ("skip", "abandon")
+
+
 @dataclass(frozen=True)
 class LayoutBox:
     label: str
@@ -35,6 +40,9 @@ class LayoutBox:
     score: float = 1.0
     polygon: tuple[tuple[float, float], ...] | None = None
     order: int | None = None  # reading order when the engine knows it
+    # What the layout model says to do with the box (``TASKS`` below, or ``skip`` / ``abandon``);
+    # None: the recognizer decides from ``label``.
+    task: str | None = None
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,10 @@ class MixedRecognizer:
         better = self.vlm.recognize(image, [regions[i] for i in picked], cancelled=cancelled)
         texts = list(base.texts)
         for i, text in zip(picked, better.texts, strict=True):
-            # A VLM failure keeps the CPU text (flagged) rather than losing the region.
+            # A VLM failure keeps the CPU text (flagged) rather than losing the region; so does a
+            # region the VLM did not read (a task its model has no prompt for).
+            if text.error is None and "not-sent" in text.flags:
+                continue
             texts[i] = (
                 text
                 if text.error is None

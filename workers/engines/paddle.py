@@ -8,11 +8,13 @@ Guarantees:
   ``engine:unavailable`` at build time that names the setting.
 - One ``predict`` call per batch of pages (``batch_size`` = OCR_PADDLE_BATCH), so the collector
   on the ``layout`` queue turns into GPU batches.
-- Labels map to ours (``LABELS``) and each box keeps its native label's task type (text /
-  table / formula / chart / skip / abandon); ``abandon`` boxes (page furniture the reference
-  GLM-OCR pipeline drops) are kept as header/footer regions so no text is lost, and ``skip``
-  boxes (images) become figures. Polygons (PP-DocLayoutV3's ``polygon_points``) are kept, and
-  its reading order (``order``) becomes ``LayoutBox.order`` when every box has one.
+- Labels map to ours (``LABELS``) and each box carries its native label's task type
+  (``LayoutBox.task``: text / table / formula / chart / skip / abandon, after GLM-OCR's
+  ``label_task_mapping``); ``abandon`` boxes (page furniture the reference GLM-OCR pipeline
+  drops) are kept as header/footer regions and ``skip`` boxes (images) become figures, and the
+  VLM recognizer sends neither. Polygons (PP-DocLayoutV3's ``polygon_points``) are kept, and
+  the model's reading order is kept even though PaddleX sets ``order`` to None on tables,
+  charts, images and page furniture (see ``_with_model_order``).
 
 The conversion (``boxes_from_result``) is a pure function over PaddleOCR's result structure,
 tested here on structures shaped exactly as PaddleOCR returns them; the model itself only runs
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,27 +94,50 @@ def boxes_from_result(result: Any) -> list[LayoutBox]:
     body = _body(result)
     raw = list(body.get("boxes") or [])
     boxes: list[LayoutBox] = []
+    native_orders: list[int | None] = []
     for item in raw:
         native = str(item["label"])
-        ours, _task = LABEL_MAP.get(native, ("text", "text"))
+        ours, task = LABEL_MAP.get(native, ("text", "text"))
         x0, y0, x1, y1 = (float(v) for v in list(item["coordinate"])[:4])
         if x1 <= x0 or y1 <= y0:
             continue
-        polygon = _polygon(item.get("polygon_points"))
         order = item.get("order")
+        native_orders.append(int(order) if order is not None else None)
         boxes.append(
             LayoutBox(
                 label=ours,
                 bbox=(round(x0, 1), round(y0, 1), round(x1, 1), round(y1, 1)),
                 score=round(float(item.get("score", 1.0)), 4),
-                polygon=polygon,
-                order=int(order) if order is not None else None,
+                polygon=_polygon(item.get("polygon_points")),
+                task=task,
             )
         )
-    if any(b.order is None for b in boxes):
-        # Partial orders cannot be merged with XY-cut; let the pipeline order all of them.
-        boxes = [LayoutBox(b.label, b.bbox, b.score, b.polygon, None) for b in boxes]
-    return boxes
+    return _with_model_order(boxes, native_orders)
+
+
+def _with_model_order(boxes: list[LayoutBox], native_orders: list[int | None]) -> list[LayoutBox]:
+    """Every box gets a rank that keeps the model's order.
+
+    PP-DocLayoutV3 predicts an order for every box and PaddleX lists the boxes sorted by it, then
+    numbers only the boxes whose label is not in its ``SKIP_ORDER_LABELS`` (tables, charts,
+    images, headers, footers, footnotes, asides, figure titles) and sets ``order`` to None on the
+    rest (``update_order_index`` in PaddleX 3.7's ``layout_analysis/processors.py``). So boxes
+    with a number keep exactly that order, and a box without one follows the numbered box listed
+    before it, which is where the model put it. A model with no order at all (PP-DocLayout_plus-L
+    has no ``order`` key) leaves every box unordered for our XY-cut."""
+    if all(order is None for order in native_orders):
+        return boxes
+    keys = []
+    anchor = 0
+    for index, order in enumerate(native_orders):
+        if order is not None:
+            anchor = order
+            keys.append((order, 0, index))
+        else:
+            keys.append((anchor, 1, index))
+    ranked = sorted(range(len(boxes)), key=keys.__getitem__)
+    rank_of = {index: rank for rank, index in enumerate(ranked)}
+    return [replace(box, order=rank_of[index]) for index, box in enumerate(boxes)]
 
 
 def _body(result: Any) -> Mapping[str, Any]:

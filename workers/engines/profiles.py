@@ -33,7 +33,9 @@ import json
 import sys
 from typing import Any
 
-# Task types a region can be sent as; layout labels map onto these (see TASK_OF_LABEL).
+# Task types a region can be sent as; layout labels map onto these (see TASK_OF_LABEL). A region
+# profile has a prompt for each task its model was trained on; a region whose task has no prompt
+# in the profile, or whose layout task is skip/abandon (LayoutBox.task), is not sent.
 TASKS = ("text", "table", "formula", "chart")
 
 # Our layout labels (workers.engines.base.LABELS) → the prompt used for them. Labels not listed
@@ -63,12 +65,12 @@ PROFILES: dict[str, dict[str, Any]] = {
     "glm-ocr": {
         "mode": "region",
         "model": "zai-org/GLM-OCR",
-        # GLM-OCR is trained on these exact task prompts.
+        # GLM-OCR is trained on these exact task prompts and no other: its SDK's
+        # label_task_mapping skips charts and images, so figures are not sent to it.
         "prompts": {
             "text": "Text Recognition:",
             "table": "Table Recognition:",
             "formula": "Formula Recognition:",
-            "chart": "Describe this chart or figure in two or three sentences.",
         },
         "image_format": "png",
         "max_image_side": 1536,
@@ -133,7 +135,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "page_prompt": "<image>\n<|grounding|>Convert the document to markdown.",
         "image_format": "png",
         "max_image_side": 1280,
-        "max_tokens": 8192,
+        # No max_tokens: the ceiling is the context minus this prompt budget (token_ceiling).
+        # vLLM's DeepseekOCRProcessor (crop mode, base 1024, tiles 640, 2-6 tiles) makes at most
+        # 273 global-view + 660 tile image tokens; the rest covers the text prompt and template.
+        "prompt_budget": 1024,
         # The model's vLLM recipe: keep <|ref|>/<|det|> markers, and its n-gram logits processor
         # that stops repetition loops (whitelisting the table-cell tokens it must repeat).
         "sampling": {
@@ -177,6 +182,27 @@ def get(name: str) -> dict[str, Any]:
     if name not in PROFILES:
         raise KeyError(f"unknown VLM profile {name!r}; choose one of {', '.join(sorted(PROFILES))}")
     return copy.deepcopy(PROFILES[name])
+
+
+def prompt_budget(profile: dict[str, Any]) -> int:
+    """Tokens a request's prompt may take: the profile's own figure, else an upper bound for the
+    region VLMs here (GLM-OCR, Qwen-VL, PaddleOCR-VL: one token per 28×28 pixels after the 2×2
+    merge of 14-pixel patches, for a crop of ``max_image_side`` squared) plus the text prompt."""
+    if "prompt_budget" in profile:
+        return int(profile["prompt_budget"])
+    side = -(-int(profile["max_image_side"]) // 28)
+    return side * side + 256
+
+
+def token_ceiling(name: str) -> int:
+    """The most completion tokens a request of this profile may ask for. vLLM rejects (HTTP 400,
+    a permanent region failure here) any request whose prompt plus ``max_tokens`` exceed
+    ``max-model-len``, so the ceiling is the smallest served context (80 GB or 48 GB card) minus
+    the prompt budget, or the profile's ``max_tokens`` when that is lower."""
+    profile = get(name)
+    context = min(int(profile["serve"]["max-model-len"]), int(profile.get("gpu48", {}).get("max-model-len", 1 << 30)))
+    ceiling = context - prompt_budget(profile)
+    return min(int(profile.get("max_tokens", ceiling)), ceiling)
 
 
 def serve_options(name: str, gpu_gb: int = 80) -> dict[str, Any]:

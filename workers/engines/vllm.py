@@ -39,7 +39,7 @@ import openai
 
 from ocrsite.vocabulary import ErrorCode
 from workers.engines import profiles, vlm_output
-from workers.engines.base import EngineError, LayoutBox, Recognition, RegionText
+from workers.engines.base import NOT_READ_TASKS, EngineError, LayoutBox, Recognition, RegionText
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class VllmConfig:
     retries: int = 4  # attempts after the first
     backoff_s: float = 0.5
     backoff_max_s: float = 10.0
-    max_tokens: int = 0  # 0: the profile's ceiling
+    max_tokens: int = 0  # 0 or above the profile's ceiling (profiles.token_ceiling): the ceiling
     cancel_poll_s: float = 0.5
     crop_padding: int = 4
 
@@ -112,7 +112,9 @@ class VllmRecognizer:
         self.config = config
         self.model = config.model or self.profile["model"]
         self.name = f"vllm:{config.profile}"
-        self.max_tokens = config.max_tokens or self.profile["max_tokens"]
+        # A configured VLLM_MAX_TOKENS above the ceiling would make vLLM refuse every request.
+        ceiling = profiles.token_ceiling(config.profile)
+        self.max_tokens = min(config.max_tokens or ceiling, ceiling)
         self.in_flight = 0
         self.peak_in_flight = 0
         self._loop = asyncio.new_event_loop()
@@ -162,11 +164,16 @@ class VllmRecognizer:
             return self._recognize_page(image, regions, cancelled)
         calls = []
         for i, box in enumerate(regions):
-            task = profiles.TASK_OF_LABEL.get(box.label)
+            # The layout model's task wins over our label's: a PP-DocLayoutV3 "image" or "header"
+            # is a figure or header here, but its task (skip / abandon) says not to read it.
+            task = box.task or profiles.TASK_OF_LABEL.get(box.label)
+            prompt = self.profile["prompts"].get(task) if task not in NOT_READ_TASKS else None
+            if prompt is None:
+                continue  # a task this model was not trained for, or one not to be read at all
             crop = _crop(image, box.bbox, self.config.crop_padding)
-            if task is None or crop is None:
+            if crop is None:
                 continue
-            calls.append(_Call(i, task, self.profile["prompts"][task], self._data_uri(crop)))
+            calls.append(_Call(i, task, prompt, self._data_uri(crop)))
         answers = self._run(calls, cancelled)
         texts = [RegionText("", flags=("not-sent",)) for _ in regions]
         for call, answer in zip(calls, answers, strict=True):
