@@ -26,6 +26,7 @@ class TaskName(StrEnum):
     RECOGNIZE = "workers.recognize"
     ASSEMBLE = "workers.assemble"
     SWEEP = "workers.sweep"
+    PURGE_EXPIRED = "workers.purge_expired"
 
 
 ROUTES: dict[TaskName, Queue] = {
@@ -34,6 +35,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.RECOGNIZE: Queue.OCR,
     TaskName.ASSEMBLE: Queue.CPU,
     TaskName.SWEEP: Queue.CPU,
+    TaskName.PURGE_EXPIRED: Queue.CPU,
 }
 
 # The modules that define the tasks above, imported by every worker (and by the embedded CLI).

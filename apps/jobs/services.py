@@ -203,27 +203,51 @@ def rerun(job_id, actor: str = "") -> bool:
 def purge(job_id, actor: str = "") -> bool:
     """Delete a finished job's source, page images and results; the row and its timeline stay.
 
-    Only jobs that are no longer active: a running job would trip over its missing input. A second
-    purge finds nothing left and records nothing.
+    Only jobs that are no longer active: a running job would trip over its missing input. The job
+    is marked ``purged_at``; a second purge finds the mark and records nothing.
     """
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job_id).first()
-        if job is None or job.status in Job.ACTIVE:
+        if job is None or job.status in Job.ACTIVE or job.purged_at:
             return False
         images = list(job.pages.exclude(image="").values_list("image", flat=True))
         names = [n for n in (job.source.name, job.result_markdown.name, job.result_json.name, *images) if n]
         regions = Region.objects.filter(page__job=job)
-        if not names and not regions.exists():
-            return False
-        regions.delete()  # region text is a result too
-        job.pages.update(image="", updated_at=timezone.now())
+        deleted_regions, _ = regions.delete()  # region text is a result too
+        now = timezone.now()
+        job.pages.update(image="", updated_at=now)
         job.source = job.result_markdown = job.result_json = ""
-        job.save(update_fields=["source", "result_markdown", "result_json", "updated_at"])
-        record(job.pk, "purge", started=timezone.now(), actor=actor, detail={"files": len(names)})
+        job.purged_at = now
+        job.save(update_fields=["source", "result_markdown", "result_json", "purged_at", "updated_at"])
+        record(job.pk, "purge", started=now, actor=actor, detail={"files": len(names), "regions": deleted_regions})
         # Bytes go only once the rows no longer point at them; a failed delete leaves an orphan
         # file (logged), never a row pointing at nothing.
         transaction.on_commit(lambda: _delete_stored(names, job.pk))
     return True
+
+
+# The timeline's actor for purges made by the retention schedule rather than an operator.
+RETENTION_ACTOR = "retention"
+
+
+@dataclass(frozen=True)
+class Purged:
+    jobs: int
+    # Finished jobs past retention still unpurged after this run (the next run takes them).
+    left: int
+
+
+def purge_expired(*, days: int, batch: int, now: datetime | None = None) -> Purged:
+    """Purge up to ``batch`` finished jobs created more than ``days`` days ago, oldest first.
+
+    Active jobs are left alone however old (the sweep's business); a job already purged is never
+    picked again, so running this twice, or in two workers at once, purges each job once.
+    """
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    due = Job.objects.filter(created_at__lt=cutoff, purged_at__isnull=True, status__in=Job.TERMINAL)
+    ids = list(due.order_by("created_at").values_list("pk", flat=True)[:batch])
+    done = sum(purge(job_id, actor=RETENTION_ACTOR) for job_id in ids)
+    return Purged(jobs=done, left=due.count())
 
 
 def _delete_stored(names: list[str], job_id) -> None:
