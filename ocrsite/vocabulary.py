@@ -81,6 +81,7 @@ class ErrorCode(StrEnum):
     JOB_RESULT_PURGED = "job:result-purged"
     PAGE_FAILED = "page:failed"
     PAGE_NO_IMAGE = "page:no-image"
+    PAGE_BAD_IMAGE = "page:bad-image"  # its stored image cannot be decoded
     PAGE_STALLED = "page:stalled"  # its worker died or hung on every attempt
     # Engines: the adapters' own failures (the engines raise these; see EngineError).
     ENGINE_UNKNOWN = "engine:unknown"
