@@ -105,7 +105,11 @@ def load_image(page: Page) -> np.ndarray:
     try:
         with default_storage.open(page.image.name, "rb") as fh:
             data = fh.read()
-    except FileNotFoundError:
+    except Exception:
+        # Each backend says "missing" its own way (OSError, botocore, azure-core): ask it plainly.
+        # Anything else (storage unreachable) propagates and is retried as transient.
+        if default_storage.exists(page.image.name):
+            raise
         raise EngineError(
             ErrorCode.PAGE_NO_IMAGE, f"page {page.index + 1}: {page.image.name} is gone from storage", permanent=True
         ) from None

@@ -170,7 +170,11 @@ def _read_result(job: Job, name: str) -> bytes:
     try:
         with default_storage.open(name, "rb") as fh:
             return fh.read()
-    except FileNotFoundError:
+    except Exception:
+        # Each backend says "missing" its own way (OSError, botocore, azure-core): ask it plainly.
+        # Anything else (storage unreachable) is re-raised.
+        if default_storage.exists(name):
+            raise
         raise ApiError(410, ErrorCode.JOB_RESULT_PURGED, "the result is no longer stored") from None
 
 
