@@ -64,7 +64,7 @@ def azurite() -> Iterator[str]:
     binary = _installed()
     port = _free_port()
     data = tempfile.mkdtemp(prefix="azurite-")
-    log = open(Path(data) / "azurite.log", "w")  # noqa: SIM115 - closed below, after the process
+    log = (Path(data) / "azurite.log").open("w")
     proc = subprocess.Popen(
         [str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", data, "--skipApiVersionCheck"],
         stdout=log,
