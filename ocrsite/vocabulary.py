@@ -119,3 +119,4 @@ class ErrorCode(StrEnum):
     RATE_POLLS = "rate:polls"
     QUOTA_PAGES_PER_DAY = "quota:pages-per-day"
     BUSY_BACKPRESSURE = "busy:backpressure"
+    BUSY_UNAVAILABLE = "busy:unavailable"  # Redis (broker, limits' counters) unreachable

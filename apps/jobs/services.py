@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
+import redis
 from django.conf import settings
 from django.core.files.base import ContentFile, File
 from django.core.files.storage import default_storage
@@ -24,6 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.dispatch import Signal
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
 
 from apps.jobs import enqueue
 from apps.jobs.documents import InputError, Probe, probe
@@ -98,7 +100,7 @@ def submit(
     try:
         with transaction.atomic():
             job.save()
-            transaction.on_commit(lambda: enqueue.ingest(job.pk))
+            transaction.on_commit(lambda: _send_ingest(job.pk))
     except IntegrityError:
         # Only the (tenant, idempotency_key) constraint can fail here: a concurrent request with
         # the same key inserted first. Its job is the answer; ours leaves nothing behind.
@@ -110,6 +112,16 @@ def submit(
         raise
     log.info("job submitted", extra={"job_id": str(job.pk), "pages": found.page_count})
     return job
+
+
+def _send_ingest(job_id) -> None:
+    """After the commit the job is accepted for good: a broker that fails now must not turn the
+    answer into an error. The queued row is the record; the sweep sends its ingest once the row
+    is OCR_STALE_AFTER old."""
+    try:
+        enqueue.ingest(job_id)
+    except (BrokerError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        log.warning("job accepted but its ingest could not be sent (%s); the sweep will send it", exc)
 
 
 class IdempotencyConflict(InputError):
