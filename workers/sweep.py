@@ -68,21 +68,29 @@ def resend_lost_work() -> dict[str, int]:
     Page.objects.filter(pk__in=[pk for ids in resend.values() for pk in ids]).update(updated_at=now)
 
     jobs = Job.objects.filter(updated_at__lt=stale)
-    for job_id in jobs.filter(status=Job.Status.QUEUED).values_list("pk", flat=True)[:BATCH]:
-        enqueue.ingest(job_id)
+    ingest = list(jobs.filter(status=Job.Status.QUEUED).values_list("pk", flat=True)[:BATCH])
     # A running job with pages still missing lost its ingest (the worker died mid-split, or the
     # message was lost after the job was claimed): ingest again; it skips the pages it made.
-    unsplit = (
+    ingest += list(
         jobs.filter(status=Job.Status.RUNNING)
         .annotate(made=Count("pages"))
         .filter(made__lt=F("page_count"))
         .values_list("pk", flat=True)[:BATCH]
     )
-    for job_id in unsplit:
+    assemble = list(jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:BATCH])
+    for job_id in ingest:
         enqueue.ingest(job_id)
-    for job_id in jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:BATCH]:
+    for job_id in assemble:
         enqueue.assemble(job_id)
-    counts.update(layout=len(resend[states.PageStatus.QUEUED]), recognize=len(resend[states.PageStatus.DETECTED]))
+    # Touch them too, as for pages: without it every sweep (every few seconds) re-sent every job
+    # of a backlog that waits longer than OCR_STALE_AFTER, and the copies buried the real work.
+    Job.objects.filter(pk__in=ingest + assemble).update(updated_at=now)
+    counts.update(
+        layout=len(resend[states.PageStatus.QUEUED]),
+        recognize=len(resend[states.PageStatus.DETECTED]),
+        ingest=len(ingest),
+        assemble=len(assemble),
+    )
     return counts
 
 
