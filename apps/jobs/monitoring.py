@@ -73,7 +73,8 @@ def queue_depths() -> dict[str, int] | None:
 def oldest_waiting(now: datetime | None = None) -> dict[str, float]:
     """Age in seconds of the oldest message-worthy item per queue (0 when nothing waits).
 
-    cpu: jobs queued for ingest (since creation) or for assembly (since their last page); layout
+    cpu: jobs queued for ingest (since creation) or for assembly (since their last page, or since
+    a sweep last re-sent them); layout
     and ocr: pages of running jobs waiting for that stage (since they entered it, or since a sweep
     last re-sent them). Which status waits for which queue is ``apps.jobs.states``.
     """
