@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -480,10 +480,15 @@ def main() -> int:
     parser.add_argument("--size", choices=sorted(SIZES), default="ci")
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument(
+        "--drain-timeout", type=float, help="seconds the clients wait for every job (default: the size's)"
+    )
+    parser.add_argument(
         "--database-url", default=os.environ.get("CHAOS_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ocr_chaos")
     )
     args = parser.parse_args()
     size = SIZES[args.size]
+    if args.drain_timeout:
+        size = replace(size, drain_timeout_s=args.drain_timeout)
     report = run(size, args.database_url, args.seed)
     (ARTIFACTS / "report.json").write_text(json.dumps(report, indent=2))
     summary = {k: v for k, v in report.items() if k not in ("kills", "problems")}
