@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-vllm test-images up services bench lint migrate clean locks k8s
+.PHONY: venv demo test test-vllm test-images test-chaos up services bench lint migrate clean locks k8s
 
 $(BIN)/.installed: requirements/base.txt requirements/dev.txt
 	$(PY) -m venv $(VENV)
@@ -37,6 +37,12 @@ test-vllm: venv services
 # Build every image target with podman and run the compose stack end to end (.ci/images.sh).
 test-images:
 	bash .ci/images.sh
+
+# The whole stack under faults (tests/chaos): its own Redis, database ocr_chaos, gunicorn, one
+# worker per queue and beat; load, SIGKILLs and a Redis restart. CHAOS_SIZE=full for the big run.
+CHAOS_SIZE ?= ci
+test-chaos: venv services
+	$(BIN)/python -m tests.chaos --size $(CHAOS_SIZE) $(CHAOS_ARGS)
 
 # The local stack needs only Redis (SQLite is the default database; set DATABASE_URL for PostgreSQL).
 up: migrate

@@ -214,7 +214,9 @@ OCR_SWEEP_EVERY = env_int("OCR_SWEEP_EVERY", 60)
 OCR_MAX_ATTEMPTS = env_int("OCR_MAX_ATTEMPTS", 3)
 OCR_RETRY_BACKOFF_S = env_float("OCR_RETRY_BACKOFF_S", 2.0)
 OCR_RETRY_BACKOFF_MAX_S = env_float("OCR_RETRY_BACKOFF_MAX_S", 120.0)
-OCR_RETENTION_DAYS = env_int("OCR_RETENTION_DAYS", 30)
+OCR_RETENTION_DAYS = env_int("OCR_RETENTION_DAYS", 30)  # 0: keep forever (the purge task does nothing)
+OCR_PURGE_EVERY = env_int("OCR_PURGE_EVERY", 3600)
+OCR_PURGE_BATCH = env_int("OCR_PURGE_BATCH", 200)
 
 # --- Celery ------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_secret("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
@@ -239,6 +241,7 @@ CELERY_TASK_SEND_SENT_EVENT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": TaskName.SWEEP.value, "schedule": float(OCR_SWEEP_EVERY)},
+    "purge-expired": {"task": TaskName.PURGE_EXPIRED.value, "schedule": float(OCR_PURGE_EVERY)},
     "webhooks": {"task": TaskName.RESEND_LOST_WEBHOOKS.value, "schedule": float(OCR_SWEEP_EVERY)},
 }
 

@@ -26,6 +26,7 @@ class TaskName(StrEnum):
     RECOGNIZE = "workers.recognize"
     ASSEMBLE = "workers.assemble"
     SWEEP = "workers.sweep"
+    PURGE_EXPIRED = "workers.purge_expired"
     DELIVER_WEBHOOK = "workers.deliver_webhook"
     RESEND_LOST_WEBHOOKS = "workers.resend_lost_webhooks"
 
@@ -36,6 +37,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.RECOGNIZE: Queue.OCR,
     TaskName.ASSEMBLE: Queue.CPU,
     TaskName.SWEEP: Queue.CPU,
+    TaskName.PURGE_EXPIRED: Queue.CPU,
     TaskName.DELIVER_WEBHOOK: Queue.CPU,
     TaskName.RESEND_LOST_WEBHOOKS: Queue.CPU,
 }
@@ -90,6 +92,7 @@ class ErrorCode(StrEnum):
     JOB_RESULT_PURGED = "job:result-purged"
     PAGE_FAILED = "page:failed"
     PAGE_NO_IMAGE = "page:no-image"
+    PAGE_BAD_IMAGE = "page:bad-image"  # its stored image cannot be decoded
     PAGE_STALLED = "page:stalled"  # its worker died or hung on every attempt
     # Engines: the adapters' own failures (the engines raise these; see EngineError).
     ENGINE_UNKNOWN = "engine:unknown"
@@ -127,6 +130,7 @@ class ErrorCode(StrEnum):
     RATE_POLLS = "rate:polls"
     QUOTA_PAGES_PER_DAY = "quota:pages-per-day"
     BUSY_BACKPRESSURE = "busy:backpressure"
+    BUSY_UNAVAILABLE = "busy:unavailable"  # Redis (broker, limits' counters) unreachable
     # Webhook deliveries (the delivery log's error column).
     WEBHOOK_ADDRESS_REFUSED = "webhook:address-refused"  # loopback/private/link-local/metadata, not allow-listed
     WEBHOOK_DNS = "webhook:dns"

@@ -20,7 +20,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.jobs.models import Job
-from tests.conftest import dev_file, upload, wait_for_job
+from tests.conftest import upload, wait_for_job
 from tests.hostile.corpus import text_pdf
 from tests.perimeter import Issuer, bearer_client, key_client, new_key, settle
 
@@ -73,17 +73,18 @@ def _call(client: APIClient, method: str, path: str, body: Callable[[], dict] | 
     return getattr(client, method)(path, body(), format="multipart")
 
 
-def _done_and_active_jobs(client: APIClient) -> dict[str, str]:
+def _done_and_active_jobs(client: APIClient, tenant: str) -> dict[str, str]:
     resp = client.post("/api/v1/jobs", {"file": _pdf()}, format="multipart")
     assert resp.status_code == 202, resp.content
     done = resp.json()["id"]
     assert wait_for_job(client, done)["status"] == "done"
-    # A scan needs OCR, so it is still active when cancelled a moment later.
-    fh = io.BytesIO(dev_file("phototest.tif").read_bytes())
-    fh.name = "phototest.tif"
-    resp = client.post("/api/v1/jobs", {"file": fh}, format="multipart")
-    assert resp.status_code == 202, resp.content
-    return {"done": done, "active": resp.json()["id"]}
+    # Active by construction, not by timing: a running job no message will ever move, so it is
+    # still active when the cancel arrives however fast the workers are (a submitted scan could
+    # finish first on a quick machine).
+    active = Job.objects.create(
+        tenant=tenant, status=Job.Status.RUNNING, filename="active.pdf", kind="pdf", sha256="0" * 64, page_count=1
+    )
+    return {"done": done, "active": str(active.pk)}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -95,7 +96,7 @@ def test_every_endpoint_refuses_each_bad_credential_then_serves_a_good_one(settl
     revoked.save()
     _, expired_key_raw = new_key(tenant, expiry_date=timezone.now() - timedelta(minutes=1))
     good = key_client(raw)
-    ids = _done_and_active_jobs(good)
+    ids = _done_and_active_jobs(good, tenant)
 
     bad: dict[str, APIClient] = {
         "none": APIClient(),
@@ -146,7 +147,7 @@ def test_tenants_see_only_their_own_jobs_on_every_endpoint(settled, oidc, api, u
     a_key = key_client(a_raw)
     a_jwt = bearer_client(oidc.token(a))  # same tenant through a token: same jobs
     b_jwt = bearer_client(oidc.token(b))
-    ids = _done_and_active_jobs(a_key)
+    ids = _done_and_active_jobs(a_key, a)
     b_resp = upload(b_jwt, None, name="b.pdf", data=text_pdf("tenant b's own document"))
     assert b_resp.status_code == 202
     b_job = b_resp.json()["id"]

@@ -25,7 +25,9 @@ from tests.perimeter import new_key, queues_held
 # --- schemathesis: the REST API in-process through its WSGI application ---------------------------
 
 
-FUZZ_SECONDS = 60  # the whole schemathesis run stops generating after this
+# Generated cases per operation. A count, not a time budget: every operation is exercised the
+# same number of times on every machine (derandomized, so the same cases), however loaded.
+EXAMPLES_PER_OPERATION = 25
 
 
 @pytest.fixture
@@ -57,25 +59,38 @@ def test_job_endpoints_never_answer_5xx(django_settings, redis_client):
         "POST /process",
         "GET /status/{task_id}",
     } <= labels, labels
-    deadline = time.monotonic() + FUZZ_SECONDS
     calls: dict[int, int] = {}
+    per_operation: dict[str, int] = {}
 
     with queues_held(redis_client):  # accepted uploads wait in Redis; no worker runs them now
         for operation in operations:
-            _fuzz_operation(operation, headers, deadline, calls)
-    assert sum(calls.values()) >= len(operations), calls
+            label = f"{operation.method.upper()} {operation.path}"
+            per_operation[label] = _fuzz_operation(operation, headers, calls)
+    # Every operation really was called, several times: none can be skipped silently.
+    assert min(per_operation.values()) >= EXAMPLES_PER_OPERATION // 2, per_operation
     assert calls.get(415, 0) + calls.get(422, 0) > 0, f"no generated upload reached the probe: {calls}"
     assert not any(code >= 500 for code in calls), calls
 
 
-def _fuzz_operation(operation, headers: dict[str, str], deadline: float, calls: dict[int, int]) -> None:
-    """Up to 60 generated cases of one operation, each called with the valid key; no 5xx."""
+def _fuzz_operation(operation, headers: dict[str, str], calls: dict[int, int]) -> int:
+    """EXAMPLES_PER_OPERATION generated cases of one operation, each called with the valid key;
+    no 5xx. Returns how many calls were made."""
+    made = 0
 
+    # Only the "too slow" health check is off: generating multipart bodies on a shared 2-core box
+    # is slow, and that is not a fault of the API. The others (filtering too much, data too
+    # large, ...) would mean the strategy is broken, and fail the test.
     @given(case=operation.as_strategy(), payload=st.one_of(st.binary(max_size=2048), mutated()))
-    @settings(max_examples=60, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES_PER_OPERATION,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     def fuzz(case, payload: bytes) -> None:
-        if time.monotonic() > deadline:
-            return
+        nonlocal made
+        made += 1
         if isinstance(case.body, dict) and "file" in case.body and len(payload) % 2:
             # Half the time, instead of schemathesis' own file samples, hostile bytes (random,
             # or a real document damaged) so the probe behind the API is fuzzed too.
@@ -85,6 +100,7 @@ def _fuzz_operation(operation, headers: dict[str, str], deadline: float, calls: 
         case.validate_response(response, checks=[not_a_server_error])
 
     fuzz()
+    return made
 
 
 # --- hypothesis: sniff and probe --------------------------------------------------------------------
@@ -143,12 +159,14 @@ def test_sniff_is_total(head):
 @given(st.one_of(st.binary(max_size=2048), mutated()))
 @settings(max_examples=250, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 def test_probe_raises_only_input_errors_and_returns_quickly(data):
-    started = time.monotonic()
+    # CPU time of this process, not wall-clock: other work on a shared machine does not inflate
+    # it, while a parser spinning on a hostile file does.
+    started = time.process_time()
     try:
         found = probe(io.BytesIO(data), max_pages=5, max_pixels=4_000_000)
     except InputError as exc:
         assert exc.code.startswith("input:") and 400 <= input_status(exc.code) < 500
     else:
         assert found.kind in KINDS and 1 <= found.page_count <= 5
-    # "Never hangs": every input is decided in bounded time (generous for a shared 2-core box).
-    assert time.monotonic() - started < 5
+    # "Never hangs": every input is decided within a bounded amount of work.
+    assert time.process_time() - started < 5

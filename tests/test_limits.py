@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import threading
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from celery import current_app
@@ -24,6 +24,27 @@ from tests.conftest import dev_file, wait_for_job
 from tests.hostile.corpus import text_pdf
 from tests.perimeter import key_client, new_key, queues_held
 from tests.queues import Broker
+
+
+class Clock:
+    """The throttles' clock, pinned: a test decides which window or UTC day it is in, so a run
+    that happens to straddle an hour or midnight counts the same as any other."""
+
+    def __init__(self, at: datetime) -> None:
+        self.at = at.timestamp()
+
+    def __call__(self) -> float:
+        return self.at
+
+    def advance(self, seconds: float) -> None:
+        self.at += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    pinned = Clock(datetime(2026, 6, 15, 12, 30, tzinfo=UTC))  # mid-hour, mid-day
+    monkeypatch.setattr(throttles, "now", pinned)
+    return pinned
 
 
 @pytest.fixture
@@ -50,7 +71,7 @@ def _pdf_upload(client, pages: int = 1, text: str = "limits", **headers):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_submission_throttle_refuses_the_n_plus_first_per_tenant(settings, held):
+def test_submission_throttle_refuses_the_n_plus_first_per_tenant(settings, held, clock):
     settings.OCR_RATE_SUBMISSIONS = "3/hour"
     tenant, client = _tenant_client()
     for i in range(3):
@@ -58,7 +79,7 @@ def test_submission_throttle_refuses_the_n_plus_first_per_tenant(settings, held)
     resp = _pdf_upload(client, text="n3")
     assert resp.status_code == 429
     assert resp.json()["error"]["code"] == "rate:submissions"
-    assert 1 <= int(resp["Retry-After"]) <= 3600
+    assert int(resp["Retry-After"]) == 1800  # the pinned clock is half-way through the hour
     assert Job.objects.filter(tenant=tenant).count() == 3
     # The seed-compatible door shares the tenant's budget.
     seed = client.post("/process", {"file": _file(text_pdf("seed"))}, format="multipart")
@@ -69,7 +90,7 @@ def test_submission_throttle_refuses_the_n_plus_first_per_tenant(settings, held)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_poll_throttle_is_separate_from_submissions(settings, held):
+def test_poll_throttle_is_separate_from_submissions(settings, held, clock):
     settings.OCR_RATE_POLLS = "4/hour"
     _, client = _tenant_client()
     job = _pdf_upload(client).json()["id"]
@@ -83,17 +104,41 @@ def test_poll_throttle_is_separate_from_submissions(settings, held):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_daily_page_quota_counts_probed_pages(settings, held):
+def test_daily_page_quota_counts_probed_pages(settings, held, clock):
     settings.OCR_QUOTA_PAGES_PER_DAY = 6
     tenant, client = _tenant_client()
     assert _pdf_upload(client, pages=5).status_code == 202
     resp = _pdf_upload(client, pages=2)
     assert resp.status_code == 429
     assert resp.json()["error"]["code"] == "quota:pages-per-day"
-    assert 1 <= int(resp["Retry-After"]) <= 86400
+    assert int(resp["Retry-After"]) == 11 * 3600 + 1800  # until UTC midnight of the pinned day
     assert _pdf_upload(client, pages=1).status_code == 202  # the refused 2 pages were not charged
     assert throttles.pages_used_today(tenant) == 6
     assert _pdf_upload(client, pages=1).status_code == 429
+
+
+@pytest.mark.django_db(transaction=True)
+def test_windows_and_quota_days_turn_over_at_their_boundaries(settings, held, clock):
+    """One second before the hour the window is spent; at the hour it is fresh. The same for the
+    page quota at UTC midnight. Also what a real run crossing a boundary would see."""
+    settings.OCR_RATE_SUBMISSIONS = "2/hour"
+    settings.OCR_QUOTA_PAGES_PER_DAY = 2
+    tenant, client = _tenant_client()
+    clock.advance(29 * 60 + 58)  # 12:59:58
+    assert _pdf_upload(client, text="a").status_code == 202
+    assert _pdf_upload(client, text="b").status_code == 202
+    clock.advance(1)  # 12:59:59
+    refused = _pdf_upload(client, text="c")
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate:submissions"
+    assert refused["Retry-After"] == "1"
+    clock.advance(1)  # 13:00:00: a new window; the pages of the day are spent, though
+    refused = _pdf_upload(client, text="c")
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "quota:pages-per-day"
+    assert refused["Retry-After"] == str(11 * 3600)
+    clock.advance(11 * 3600)  # 00:00:00 the next UTC day: a fresh quota and a fresh window
+    assert throttles.pages_used_today(tenant) == 0
+    assert _pdf_upload(client, text="c").status_code == 202
+    assert throttles.pages_used_today(tenant) == 1
 
 
 @pytest.fixture

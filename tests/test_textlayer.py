@@ -6,8 +6,8 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
-from tests.conftest import dev_file
-from workers.content.accuracy import word_scores
+from tests.conftest import BUNDLED_DATA, dev_file
+from workers.content.accuracy import order_scores, word_scores
 from workers.content.order import reading_order
 from workers.engines import textlayer
 
@@ -73,3 +73,33 @@ def test_pages_stored_with_rotate_give_boxes_on_the_page_as_displayed(rotation):
     assert " ".join(ordered).split("Line number ")[1:] == [f"{i} of a turned page " for i in range(5)] + [
         "5 of a turned page"
     ]
+
+
+# Hand-checked gold (tests/data/gold/README.md): the page as a reader reads it, typed from the
+# rendered page, so the fast lane is scored against the page and not against PyMuPDF itself.
+GOLD = [("multi_page.pdf", 1, "multi_page.p2.txt"), ("multi_page.pdf", 4, "multi_page.p5.txt")]
+
+
+def _in_reading_order(regions: list) -> str:
+    order = reading_order([box.bbox for box, _ in regions])
+    return "\n".join(regions[i][1].text for i in order)
+
+
+@pytest.mark.parametrize(("name", "index", "gold"), GOLD)
+def test_text_layer_matches_hand_checked_gold_in_reading_order(name, index, gold):
+    reference = (BUNDLED_DATA / "gold" / gold).read_text()
+    page = pymupdf.open(dev_file(name))[index]
+    got = _in_reading_order(textlayer.extract(page, 200, textlayer.TextLayerConfig()))
+    words, order = word_scores(got, reference), order_scores(got, reference)
+    assert words.f1 >= 0.99, words
+    assert order.f1 >= 0.99, order
+
+
+def test_order_metric_sees_what_the_bag_of_words_cannot():
+    """The same page with its paragraphs read bottom-up: every word still there (bag F1 1.0),
+    the order-aware score falls."""
+    reference = (BUNDLED_DATA / "gold" / "multi_page.p2.txt").read_text()
+    shuffled = "\n\n".join(reversed(reference.split("\n\n")))
+    assert word_scores(shuffled, reference).f1 == 1.0
+    assert order_scores(shuffled, reference).f1 < 0.6
+    assert order_scores(reference, reference).f1 == 1.0

@@ -192,7 +192,9 @@ def test_hung_server_times_out_and_region_fails_with_stable_code_after_retries()
     assert "after 3 attempts" in table.error[1]
     hung = [b for b in server.stats.requests if prompt_of(b) == "Table Recognition:"]
     assert len(hung) == 3
-    assert 0.9 <= elapsed < 4
+    # Three 0.3 s timeouts at least; no upper bound is asserted: the server hangs for an hour, so
+    # returning at all shows the timeouts fired, and a loaded machine must not fail the test.
+    assert elapsed >= 0.9
     # Each timed-out attempt closed its connection: the server saw three disconnects.
     assert server.wait_for(lambda s: s.disconnects == 3, timeout=3)
 
@@ -202,10 +204,11 @@ def test_slow_trickle_is_bounded_by_the_total_deadline():
     deadline still ends it."""
     with OpenAIServer(lambda body, n: Reply(text="x" * 50, dribble_s=5.0)) as server:
         rec = recognizer(server, timeout_s=0.4, retries=0)
-        started = time.monotonic()
         with pytest.raises(EngineError) as info:
             rec.recognize(PAGE, REGIONS[:1])
-    assert time.monotonic() - started < 2
+        # The server saw the client hang up before the body was out: the deadline ended the
+        # attempt, not the end of the trickle (evidence from the server, not a wall-clock guess).
+        assert server.wait_for(lambda s: s.disconnects == 1, timeout=10)
     # Every region failed transiently: the page is retryable, not failed.
     assert info.value.code == "vllm:timeout" and not info.value.permanent
 

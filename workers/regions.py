@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from django.core.files.storage import default_storage
+from PIL import Image
 
 from apps.jobs.documents import decode_png
 from apps.jobs.models import Page, Region
@@ -102,7 +103,24 @@ def box_of(region: Region) -> LayoutBox:
 
 
 def load_image(page: Page) -> np.ndarray:
+    """The page's stored image. Its absence or damage is this page's permanent failure, so that
+    in a batched pass it fails alone; a storage connection error stays transient (retried)."""
     if not page.image:
         raise EngineError(ErrorCode.PAGE_NO_IMAGE, f"page {page.index + 1} has no stored image", permanent=True)
-    with default_storage.open(page.image.name, "rb") as fh:
-        return decode_png(fh.read())
+    try:
+        with default_storage.open(page.image.name, "rb") as fh:
+            data = fh.read()
+    except Exception:
+        # Each backend says "missing" its own way (OSError, botocore, azure-core): ask it plainly.
+        # Anything else (storage unreachable) propagates and is retried as transient.
+        if default_storage.exists(page.image.name):
+            raise
+        raise EngineError(
+            ErrorCode.PAGE_NO_IMAGE, f"page {page.index + 1}: {page.image.name} is gone from storage", permanent=True
+        ) from None
+    try:
+        return decode_png(data)
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise EngineError(
+            ErrorCode.PAGE_BAD_IMAGE, f"page {page.index + 1}: stored image unreadable: {exc}", permanent=True
+        ) from exc

@@ -6,10 +6,15 @@ than OCR_STALE_AFTER: stale claims are handed back (or, with their attempts spen
 ``page:stalled``), waiting pages go to their queue again, jobs stuck before or after their pages
 get ingest or assembly again. Duplicates this may create are harmless: every stage claims by
 compare-and-set.
+
+The same module holds the retention purge [queue: cpu, every OCR_PURGE_EVERY s from beat]:
+payloads and results of finished jobs older than OCR_RETENTION_DAYS are deleted, rows and
+timelines stay (``services.purge``).
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from django.conf import settings
@@ -22,6 +27,8 @@ from ocrsite.celery import app
 from ocrsite.vocabulary import ErrorCode, TaskName
 from workers.assembly import assemble_when_ready
 from workers.retry import PipelineTask, policy
+
+log = logging.getLogger(__name__)
 
 BATCH = 1000  # rows per kind per sweep: a backlog drains over several sweeps, never in one query
 
@@ -61,19 +68,41 @@ def resend_lost_work() -> dict[str, int]:
     Page.objects.filter(pk__in=[pk for ids in resend.values() for pk in ids]).update(updated_at=now)
 
     jobs = Job.objects.filter(updated_at__lt=stale)
-    for job_id in jobs.filter(status=Job.Status.QUEUED).values_list("pk", flat=True)[:BATCH]:
-        enqueue.ingest(job_id)
+    ingest = list(jobs.filter(status=Job.Status.QUEUED).values_list("pk", flat=True)[:BATCH])
     # A running job with pages still missing lost its ingest (the worker died mid-split, or the
     # message was lost after the job was claimed): ingest again; it skips the pages it made.
-    unsplit = (
+    ingest += list(
         jobs.filter(status=Job.Status.RUNNING)
         .annotate(made=Count("pages"))
         .filter(made__lt=F("page_count"))
         .values_list("pk", flat=True)[:BATCH]
     )
-    for job_id in unsplit:
+    assemble = list(jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:BATCH])
+    for job_id in ingest:
         enqueue.ingest(job_id)
-    for job_id in jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:BATCH]:
+    for job_id in assemble:
         enqueue.assemble(job_id)
-    counts.update(layout=len(resend[states.PageStatus.QUEUED]), recognize=len(resend[states.PageStatus.DETECTED]))
+    # Touch them too, as for pages: without it every sweep (every few seconds) re-sent every job
+    # of a backlog that waits longer than OCR_STALE_AFTER, and the copies buried the real work.
+    Job.objects.filter(pk__in=ingest + assemble).update(updated_at=now)
+    counts.update(
+        layout=len(resend[states.PageStatus.QUEUED]),
+        recognize=len(resend[states.PageStatus.DETECTED]),
+        ingest=len(ingest),
+        assemble=len(assemble),
+    )
     return counts
+
+
+@app.task(base=PipelineTask, name=TaskName.PURGE_EXPIRED.value, max_retries=0)
+def purge_expired() -> dict:
+    """Beat: purge finished jobs past retention, OCR_PURGE_BATCH per run at most.
+
+    A backlog (the first run after enabling retention) drains over several runs rather than in
+    one long transaction-heavy task; each run logs how many it purged and how many are left.
+    """
+    if settings.OCR_RETENTION_DAYS <= 0:
+        return {"purged": 0, "left": 0}
+    done = services.purge_expired(days=settings.OCR_RETENTION_DAYS, batch=settings.OCR_PURGE_BATCH)
+    log.info("retention purge", extra={"purged": done.jobs, "left": done.left})
+    return {"purged": done.jobs, "left": done.left}

@@ -5,7 +5,11 @@ Codes are stable strings clients can branch on; messages are for people.
 
 from __future__ import annotations
 
+import logging
+
+import redis
 from django.http import Http404
+from kombu.exceptions import OperationalError as BrokerError
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -52,7 +56,23 @@ def error_body(code: str, message: str, **extra) -> dict:
     return {"error": {"code": str(code), "message": message, **extra}}
 
 
+log = logging.getLogger(__name__)
+
+# Redis down: the limits' counters and the broker live there. The door refuses (503, retry later)
+# rather than admit uncounted work; what it already accepted is in PostgreSQL and survives.
+_UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, BrokerError)
+UNAVAILABLE_RETRY_AFTER = 5
+
+
 def exception_handler(exc, context):
+    if isinstance(exc, _UNAVAILABLE):
+        log.warning("refused while Redis is unreachable: %s", exc)
+        exc = ApiError(
+            503,
+            ErrorCode.BUSY_UNAVAILABLE,
+            "the queue is unreachable for a moment; retry later",
+            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)},
+        )
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

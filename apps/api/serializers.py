@@ -60,6 +60,7 @@ class JobSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "purged_at",
             "links",
         ]
 

@@ -53,6 +53,11 @@ def parse_rate(rate: str) -> tuple[int, int] | None:
     return int(match.group(1)), _PERIODS[match.group(2)]
 
 
+def now() -> float:
+    """The clock every window and quota day is cut from (one seam, so tests can pin the instant)."""
+    return time.time()
+
+
 def _tenant_key(tenant: str) -> str:
     # Tenants come from JWT claims too: hash them into a short, key-safe token.
     return hashlib.sha256(tenant.encode()).hexdigest()[:24]
@@ -81,11 +86,11 @@ class TenantRateThrottle(BaseThrottle):
         if not tenant or rate is None:
             return True
         limit, period = rate
-        now = time.time()
-        window = int(now // period)
+        at = now()
+        window = int(at // period)
         count = _add(f"rate:{self.scope}:{_tenant_key(tenant)}:{period}:{window}", 1, period + 1)
         if count > limit:
-            wait = max(1, math.ceil((window + 1) * period - now))
+            wait = max(1, math.ceil((window + 1) * period - at))
             # Raised here rather than returning False so the refusal names its own limit; DRF's
             # generic Throttled cannot say which of several throttles refused.
             raise ApiError(
@@ -112,13 +117,13 @@ class PollThrottle(TenantRateThrottle):
 # --- quota and backpressure, checked after the probe (services.submit's ``admit`` hook) ----------
 
 
-def _quota_key(tenant: str, now: datetime) -> str:
-    return f"quota:pages:{_tenant_key(tenant)}:{now:%Y%m%d}"
+def _quota_key(tenant: str, day: datetime) -> str:
+    return f"quota:pages:{_tenant_key(tenant)}:{day:%Y%m%d}"
 
 
 def pages_used_today(tenant: str) -> int:
     """Pages charged to the tenant since UTC midnight (for operators and tests)."""
-    return int(cache.get(_quota_key(tenant, datetime.now(UTC))) or 0)
+    return int(cache.get(_quota_key(tenant, datetime.fromtimestamp(now(), UTC))) or 0)
 
 
 def charge_pages(tenant: str, pages: int) -> Callable[[], None] | None:
@@ -129,13 +134,13 @@ def charge_pages(tenant: str, pages: int) -> Callable[[], None] | None:
     limit = settings.OCR_QUOTA_PAGES_PER_DAY
     if limit <= 0 or not tenant:
         return None
-    now = datetime.now(UTC)
-    key = _quota_key(tenant, now)
+    today = datetime.fromtimestamp(now(), UTC)
+    key = _quota_key(tenant, today)
     total = _add(key, pages, 2 * 86400)
     if total > limit:
         cache.decr(key, pages)
-        midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
-        wait = max(1, math.ceil((midnight - now).total_seconds()))
+        midnight = datetime.combine(today.date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+        wait = max(1, math.ceil((midnight - today).total_seconds()))
         raise ApiError(
             429,
             ErrorCode.QUOTA_PAGES_PER_DAY,

@@ -158,12 +158,28 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         if job.status != Job.Status.DONE:
             raise ApiError(409, ErrorCode.JOB_NOT_READY, f"the job is {job.status}")
         field = job.result_markdown if fmt == "markdown" else job.result_json
-        if not field:
-            raise ApiError(410, ErrorCode.JOB_RESULT_PURGED, "the result was purged")
-        with default_storage.open(field.name, "rb") as fh:
-            data = fh.read()
+        data = _read_result(job, field.name)
         content_type = "text/markdown; charset=utf-8" if fmt == "markdown" else "application/json"
         return HttpResponse(data, content_type=content_type)
+
+
+def _read_result(job: Job, name: str) -> bytes:
+    """A done job's result file; 410 once retention or an operator purged it.
+
+    A name whose file is gone from storage (deleted behind the database's back) is treated the
+    same way: the result is not coming back, and the client must not see a 500.
+    """
+    if job.purged_at or not name:
+        raise ApiError(410, ErrorCode.JOB_RESULT_PURGED, "the result was purged")
+    try:
+        with default_storage.open(name, "rb") as fh:
+            return fh.read()
+    except Exception:
+        # Each backend says "missing" its own way (OSError, botocore, azure-core): ask it plainly.
+        # Anything else (storage unreachable) is re-raised.
+        if default_storage.exists(name):
+            raise
+        raise ApiError(410, ErrorCode.JOB_RESULT_PURGED, "the result is no longer stored") from None
 
 
 # --- seed-compatible endpoints for clients of the course's gateway ------------------------------
@@ -214,12 +230,9 @@ def seed_status(request: Request, task_id: str) -> Response:
         raise ApiError(404, ErrorCode.JOB_NOT_FOUND, "no such task")
     result = None
     if job.status == Job.Status.DONE:
-        if not job.result_markdown or not job.result_json:
-            raise ApiError(410, ErrorCode.JOB_RESULT_PURGED, "the result was purged")
-        with default_storage.open(job.result_markdown.name, "rb") as fh:
-            markdown = fh.read().decode()
-        with default_storage.open(job.result_json.name, "rb") as fh:
-            layout = json.loads(fh.read())["pages"]
+        # A purged job answers as /api/v1/jobs/{id}/result does: 410 job:result-purged.
+        markdown = _read_result(job, job.result_markdown.name).decode()
+        layout = json.loads(_read_result(job, job.result_json.name))["pages"]
         result = {"markdown": markdown, "layout": layout}
     return Response(
         {"task_id": str(job.pk), "status": _SEED_STATUS[job.status], "result": result, "error": seed_error(job)}

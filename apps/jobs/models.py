@@ -48,6 +48,8 @@ class Job(models.Model):
 
     result_markdown = models.FileField(upload_to="results/", max_length=255, blank=True)
     result_json = models.FileField(upload_to="results/", max_length=255, blank=True)
+    # Set when the payload and results were deleted (retention or an operator); the row stays.
+    purged_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -65,6 +67,10 @@ class Job(models.Model):
             models.Index(fields=["owner", "-created_at"], name="job_owner_created"),
             models.Index(fields=["engine", "-created_at"], name="job_engine_created"),
             models.Index(fields=["-created_at"], condition=~models.Q(error_code=""), name="job_has_error_created"),
+            # The retention purge looks for old finished jobs not yet purged.
+            models.Index(
+                fields=["created_at"], condition=models.Q(purged_at__isnull=True), name="job_unpurged_created"
+            ),
         ]
         constraints = [
             # Two requests racing with the same Idempotency-Key: the second insert fails and

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 import redis
 from django.conf import settings
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import BooleanField, Count, ExpressionWrapper, Min, Q, Sum
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
@@ -73,7 +73,8 @@ def queue_depths() -> dict[str, int] | None:
 def oldest_waiting(now: datetime | None = None) -> dict[str, float]:
     """Age in seconds of the oldest message-worthy item per queue (0 when nothing waits).
 
-    cpu: jobs queued for ingest (since creation) or for assembly (since their last page); layout
+    cpu: jobs queued for ingest (since creation) or for assembly (since their last page, or since
+    a sweep last re-sent them); layout
     and ocr: pages of running jobs waiting for that stage (since they entered it, or since a sweep
     last re-sent them). Which status waits for which queue is ``apps.jobs.states``.
     """
@@ -149,6 +150,7 @@ class PipelineCollector:
         yield CounterMetricFamily("ocr_jobs_failed", "Jobs failed, by error code", labels=["error_code"])
         yield CounterMetricFamily("ocr_jobs_cancelled", "Jobs cancelled", labels=["engine"])
         yield GaugeMetricFamily("ocr_jobs", "Jobs now in each status", labels=["status"])
+        yield CounterMetricFamily("ocr_jobs_purged", "Jobs whose payload and results were purged")
         yield CounterMetricFamily("ocr_pages_processed", "Pages finished", labels=["engine", "source"])
         yield CounterMetricFamily("ocr_pages_failed", "Pages failed", labels=["engine", "source"])
         yield HistogramMetricFamily("ocr_stage_duration_seconds", "Pipeline stage run time", labels=["stage"])
@@ -171,11 +173,18 @@ class PipelineCollector:
         cancelled = CounterMetricFamily("ocr_jobs_cancelled", "Jobs cancelled", labels=["engine"])
         current = GaugeMetricFamily("ocr_jobs", "Jobs now in each status", labels=["status"])
         failed = CounterMetricFamily("ocr_jobs_failed", "Jobs failed, by error code", labels=["error_code"])
+        purged = CounterMetricFamily("ocr_jobs_purged", "Jobs whose payload and results were purged")
+        purged_total = 0
         # One pass over the jobs table; every job series is folded from its rows here.
         totals: dict[str, dict[str, int]] = {"submitted": {}, "done": {}, "cancelled": {}, "status": {}, "failed": {}}
-        for engine, status, code, n in (
-            Job.objects.order_by().values_list("engine", "status", "error_code").annotate(n=Count("id"))
+        was_purged = ExpressionWrapper(Q(purged_at__isnull=False), output_field=BooleanField())
+        for engine, status, code, is_purged, n in (
+            Job.objects.order_by()
+            .annotate(is_purged=was_purged)
+            .values_list("engine", "status", "error_code", "is_purged")
+            .annotate(n=Count("id"))
         ):
+            purged_total += n if is_purged else 0
             for key, label in (("submitted", engine), ("status", status)):
                 totals[key][label] = totals[key].get(label, 0) + n
             if status in (Job.Status.DONE, Job.Status.CANCELLED):
@@ -190,7 +199,8 @@ class PipelineCollector:
             current.add_metric([status.value], totals["status"].get(status.value, 0))
         for code, n in totals["failed"].items():
             failed.add_metric([code], n)
-        yield from (submitted, completed, cancelled, current, failed)
+        purged.add_metric([], purged_total)
+        yield from (submitted, completed, cancelled, current, failed, purged)
 
         processed = CounterMetricFamily("ocr_pages_processed", "Pages finished", labels=["engine", "source"])
         pages_failed = CounterMetricFamily("ocr_pages_failed", "Pages failed", labels=["engine", "source"])

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
+import redis
 from django.conf import settings
 from django.core.files.base import ContentFile, File
 from django.core.files.storage import default_storage
@@ -24,6 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.dispatch import Signal
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
 
 from apps.jobs import enqueue
 from apps.jobs.documents import InputError, Probe, probe
@@ -101,7 +103,7 @@ def submit(
     try:
         with transaction.atomic():
             job.save()
-            transaction.on_commit(lambda: enqueue.ingest(job.pk))
+            transaction.on_commit(lambda: _send_ingest(job.pk))
     except IntegrityError:
         # Only the (tenant, idempotency_key) constraint can fail here: a concurrent request with
         # the same key inserted first. Its job is the answer; ours leaves nothing behind.
@@ -113,6 +115,16 @@ def submit(
         raise
     log.info("job submitted", extra={"job_id": str(job.pk), "pages": found.page_count})
     return job
+
+
+def _send_ingest(job_id) -> None:
+    """After the commit the job is accepted for good: a broker that fails now must not turn the
+    answer into an error. The queued row is the record; the sweep sends its ingest once the row
+    is OCR_STALE_AFTER old."""
+    try:
+        enqueue.ingest(job_id)
+    except (BrokerError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        log.warning("job accepted but its ingest could not be sent (%s); the sweep will send it", exc)
 
 
 class IdempotencyConflict(InputError):
@@ -207,27 +219,51 @@ def rerun(job_id, actor: str = "") -> bool:
 def purge(job_id, actor: str = "") -> bool:
     """Delete a finished job's source, page images and results; the row and its timeline stay.
 
-    Only jobs that are no longer active: a running job would trip over its missing input. A second
-    purge finds nothing left and records nothing.
+    Only jobs that are no longer active: a running job would trip over its missing input. The job
+    is marked ``purged_at``; a second purge finds the mark and records nothing.
     """
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job_id).first()
-        if job is None or job.status in Job.ACTIVE:
+        if job is None or job.status in Job.ACTIVE or job.purged_at:
             return False
         images = list(job.pages.exclude(image="").values_list("image", flat=True))
         names = [n for n in (job.source.name, job.result_markdown.name, job.result_json.name, *images) if n]
         regions = Region.objects.filter(page__job=job)
-        if not names and not regions.exists():
-            return False
-        regions.delete()  # region text is a result too
-        job.pages.update(image="", updated_at=timezone.now())
+        deleted_regions, _ = regions.delete()  # region text is a result too
+        now = timezone.now()
+        job.pages.update(image="", updated_at=now)
         job.source = job.result_markdown = job.result_json = ""
-        job.save(update_fields=["source", "result_markdown", "result_json", "updated_at"])
-        record(job.pk, "purge", started=timezone.now(), actor=actor, detail={"files": len(names)})
+        job.purged_at = now
+        job.save(update_fields=["source", "result_markdown", "result_json", "purged_at", "updated_at"])
+        record(job.pk, "purge", started=now, actor=actor, detail={"files": len(names), "regions": deleted_regions})
         # Bytes go only once the rows no longer point at them; a failed delete leaves an orphan
         # file (logged), never a row pointing at nothing.
         transaction.on_commit(lambda: _delete_stored(names, job.pk))
     return True
+
+
+# The timeline's actor for purges made by the retention schedule rather than an operator.
+RETENTION_ACTOR = "retention"
+
+
+@dataclass(frozen=True)
+class Purged:
+    jobs: int
+    # Finished jobs past retention still unpurged after this run (the next run takes them).
+    left: int
+
+
+def purge_expired(*, days: int, batch: int, now: datetime | None = None) -> Purged:
+    """Purge up to ``batch`` finished jobs created more than ``days`` days ago, oldest first.
+
+    Active jobs are left alone however old (the sweep's business); a job already purged is never
+    picked again, so running this twice, or in two workers at once, purges each job once.
+    """
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    due = Job.objects.filter(created_at__lt=cutoff, purged_at__isnull=True, status__in=Job.TERMINAL)
+    ids = list(due.order_by("created_at").values_list("pk", flat=True)[:batch])
+    done = sum(purge(job_id, actor=RETENTION_ACTOR) for job_id in ids)
+    return Purged(jobs=done, left=due.count())
 
 
 def _delete_stored(names: list[str], job_id) -> None:

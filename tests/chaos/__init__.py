@@ -1,0 +1,1 @@
+"""Fault tests of the whole stack (``make test-chaos``): see ``tests/chaos/__main__.py``."""

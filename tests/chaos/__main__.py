@@ -1,0 +1,514 @@
+"""Fault tests of the real stack: ``python -m tests.chaos [--size ci|full]`` (``make test-chaos``).
+
+Starts its own stack beside anything else on the machine: a Redis on a free port (no
+persistence, so a kill loses every message), a fresh PostgreSQL database (``ocr_chaos`` on the
+server of CHAOS_DATABASE_URL), gunicorn on a free port, one Celery worker per queue (cpu,
+layout, ocr) and beat with a 5 s sweep. Then, while clients submit a mix of born-digital PDFs
+(1-3 pages, each page carrying its document's own token) and scans (1-2 pages of the
+phototest scan) and poll them:
+
+- R1 load: every job must end ``done``; each result holds its own document's text and no
+  other's, each page once, no region twice.
+- R2 worker deaths: pool processes and whole workers SIGKILLed at random moments (a killed whole
+  worker is started again, as a supervisor would).
+- R3 broker loss: Redis SIGKILLed mid-run and restarted empty. The API answers 503
+  ``busy:unavailable`` while it is down (clients retry with the same Idempotency-Key); whatever it
+  accepted (202) must complete, through the sweep for messages Redis lost.
+
+Exit status 0 only when nothing was lost; the figures are printed and written as JSON to
+tests/artifacts/chaos/report.json. Not covered here: R4 (VLM outage) and a PostgreSQL restart
+(the dev box's server is shared; restarting it would disturb everyone else).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import queue
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from urllib.parse import urlparse
+
+import psutil
+import psycopg
+import pymupdf
+import requests
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "tests" / "artifacts" / "chaos"
+PHOTOTEST = ROOT / "tests" / "data" / "phototest.tif"
+TOKEN = re.compile(r"tok\d{5}x[0-9a-f]{6}")
+
+
+@dataclass(frozen=True)
+class Size:
+    jobs: int
+    clients: int
+    kills: int
+    scan_share: float  # share of jobs that are scans (OCR); the rest are born-digital
+    kill_every_s: float  # mean pause between kills
+    outage_s: float  # how long Redis stays down
+    drain_timeout_s: float
+
+
+SIZES = {
+    "ci": Size(jobs=60, clients=10, kills=6, scan_share=0.15, kill_every_s=4, outage_s=8, drain_timeout_s=600),
+    "full": Size(jobs=1000, clients=50, kills=20, scan_share=0.05, kill_every_s=10, outage_s=10, drain_timeout_s=2400),
+}
+
+
+# --- documents ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Doc:
+    index: int
+    kind: str  # "pdf" | "scan"
+    pages: int
+    token: str
+    data: bytes = field(repr=False)
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)
+    job_id: str = ""
+    status: str = ""
+    submit_tries: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def make_doc(index: int, rng: random.Random, scan_share: float) -> Doc:
+    token = f"tok{index:05d}x{rng.getrandbits(24):06x}"
+    if rng.random() < scan_share:
+        pages = rng.choice((1, 2))
+        with Image.open(PHOTOTEST) as img:
+            frame = img.convert("L")
+        out = io.BytesIO()
+        frame.save(out, "TIFF", save_all=True, append_images=[frame.copy() for _ in range(pages - 1)], dpi=(300, 300))
+        return Doc(index, "scan", pages, token, out.getvalue())
+    pages = rng.choice((1, 1, 2, 3))
+    doc = pymupdf.open()
+    for page_no in range(1, pages + 1):
+        page = doc.new_page()
+        page.insert_text((72, 72), f"Chaos document {token} page {page_no} of {pages}.", fontsize=11)
+        page.insert_text((72, 100), "A born-digital page: its text layer is long enough to skip OCR.", fontsize=11)
+    return Doc(index, "pdf", pages, token, doc.tobytes())
+
+
+def check_result(doc: Doc, markdown: str, layout: dict) -> list[str]:
+    """What is wrong with a finished job's result (empty: nothing)."""
+    problems = []
+    pages = layout.get("pages", [])
+    if len(pages) != doc.pages:
+        problems.append(f"{len(pages)} pages in the JSON, {doc.pages} in the document")
+    for page in pages:
+        seen = set()
+        for region in page.get("regions", []):
+            ident = (tuple(region.get("bbox") or ()), region.get("text", ""))
+            if ident in seen and ident[1].strip():
+                problems.append(f"region duplicated on page {page.get('index')}: {ident[1][:40]!r}")
+            seen.add(ident)
+    foreign = set(TOKEN.findall(markdown)) - {doc.token}
+    if foreign:
+        problems.append(f"another document's text: {sorted(foreign)[:3]}")
+    if doc.kind == "pdf":
+        for page_no in range(1, doc.pages + 1):
+            n = markdown.count(f"{doc.token} page {page_no} of {doc.pages}")
+            if n != 1:
+                problems.append(f"page {page_no} appears {n} times")
+    else:
+        for i, page in enumerate(pages):
+            text = " ".join(r.get("text", "") for r in page.get("regions", [])).lower()
+            n = text.count("lazy")
+            if not 1 <= n <= 4:  # the scan says "lazy fox" four times: more is a duplicate
+                problems.append(f"scan page {i + 1}: 'lazy' {n} times")
+    return problems
+
+
+# --- the stack ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on {port} after {timeout}s")
+
+
+class Stack:
+    WORKERS = (("cpu", 2), ("layout", 1), ("ocr", 2))
+
+    def __init__(self, database_url: str) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="ocr-chaos-"))
+        self.redis_port = free_port()
+        self.web_port = free_port()
+        self.database_url = database_url
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.redis: subprocess.Popen | None = None
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "DATABASE_CONN_MAX_AGE": "0",
+            "CELERY_BROKER_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "OCR_MEDIA_ROOT": str(self.tmp / "media"),
+            "OCR_SWEEP_EVERY": "5",
+            # A claim older than this is re-sent; well above a page's OCR time on a loaded box.
+            "OCR_STALE_AFTER": "60",
+            "OCR_TASK_SOFT_LIMIT": "90",
+            "OCR_TASK_HARD_LIMIT": "120",
+            "OCR_ENGINE_THREADS": "1",
+            # Limits on but out of reach: the door counts in Redis as in production, so a Redis
+            # outage shows what clients really get (503 busy:unavailable), not an unlimited door.
+            "OCR_RATE_SUBMISSIONS": "1000000/min",
+            "OCR_RATE_POLLS": "1000000/min",
+            "OCR_QUOTA_PAGES_PER_DAY": "100000000",
+            "OCR_BACKPRESSURE_PAGES": "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    # Redis -------------------------------------------------------------------------------------
+    def start_redis(self) -> None:
+        log = (ARTIFACTS / "redis.log").open("a")
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            cwd=self.tmp,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_port(self.redis_port)
+
+    def kill_redis(self) -> None:
+        assert self.redis is not None
+        self.redis.kill()
+        self.redis.wait()
+
+    # PostgreSQL --------------------------------------------------------------------------------
+    def fresh_database(self) -> None:
+        url = urlparse(self.database_url)
+        name = url.path.lstrip("/")
+        admin = url._replace(path="/postgres").geturl()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        self.manage("migrate", "--verbosity", "0")
+
+    def manage(self, *args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True, check=False
+        )
+        if out.returncode:
+            raise RuntimeError(f"manage.py {' '.join(args)}: {out.stderr[-2000:]}")
+        return out.stdout.strip()
+
+    # processes ---------------------------------------------------------------------------------
+    def spawn(self, name: str, cmd: list[str]) -> None:
+        log = (ARTIFACTS / f"{name}.log").open("a")
+        self.procs[name] = subprocess.Popen(
+            cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def start_worker(self, queue_name: str, concurrency: int) -> None:
+        cmd = [sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", queue_name]
+        cmd += ["-n", f"{queue_name}@chaos", "--concurrency", str(concurrency), "--loglevel", "INFO"]
+        self.spawn(queue_name, cmd)
+
+    def start(self) -> None:
+        self.start_redis()
+        self.fresh_database()
+        bin_dir = Path(sys.executable).parent
+        self.spawn(
+            "web",
+            [str(bin_dir / "gunicorn"), "ocrsite.wsgi:application", "--bind", f"127.0.0.1:{self.web_port}"]
+            + ["--workers", "2", "--worker-class", "gthread", "--threads", "8", "--timeout", "120"],
+        )
+        for queue_name, concurrency in self.WORKERS:
+            self.start_worker(queue_name, concurrency)
+        schedule = str(self.tmp / "beat-schedule")
+        self.spawn("beat", [sys.executable, "-m", "celery", "-A", "ocrsite", "beat", "-s", schedule, "-l", "INFO"])
+        wait_port(self.web_port)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        if self.redis and self.redis.poll() is None:
+            self.kill_redis()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# --- clients -----------------------------------------------------------------------------------
+
+
+class Figures:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.statuses: dict[str, int] = {}
+        self.errors = 0
+
+    def count(self, what: str) -> None:
+        with self.lock:
+            self.statuses[what] = self.statuses.get(what, 0) + 1
+
+
+def request(session: requests.Session, figures: Figures, method: str, url: str, **kw) -> requests.Response | None:
+    try:
+        resp = session.request(method, url, timeout=60, **kw)
+    except requests.RequestException:
+        figures.count("connection-error")
+        return None
+    figures.count(str(resp.status_code))
+    return resp
+
+
+def submit(base: str, key: str, doc: Doc, figures: Figures, stop: threading.Event) -> None:
+    session = requests.Session()
+    headers = {"X-API-Key": key, "Idempotency-Key": doc.key}
+    while not stop.is_set():
+        doc.submit_tries += 1
+        files = {"file": (f"doc{doc.index}.{'pdf' if doc.kind == 'pdf' else 'tif'}", doc.data)}
+        resp = request(session, figures, "POST", f"{base}/api/v1/jobs", headers=headers, files=files)
+        if resp is not None and resp.status_code in (200, 202):
+            doc.job_id = resp.json()["id"]
+            return
+        if resp is not None and resp.status_code < 500 and resp.status_code != 429:
+            doc.problems.append(f"submission refused: {resp.status_code} {resp.text[:200]}")
+            return
+        wait = float(resp.headers.get("Retry-After", 1)) if resp is not None else 1.0
+        time.sleep(min(wait, 5) * random.uniform(0.5, 1.0))
+
+
+def poll(base: str, key: str, docs: list[Doc], figures: Figures, deadline: float) -> None:
+    session = requests.Session()
+    headers = {"X-API-Key": key}
+    waiting = [d for d in docs if d.job_id]
+    while waiting and time.monotonic() < deadline:
+        doc = waiting.pop(0)
+        resp = request(session, figures, "GET", f"{base}/api/v1/jobs/{doc.job_id}", headers=headers)
+        if resp is not None and resp.status_code == 200 and resp.json()["status"] in ("done", "failed", "cancelled"):
+            doc.status = resp.json()["status"]
+            if doc.status != "done":
+                doc.problems.append(f"ended {doc.status}: {resp.json().get('error')}")
+                continue
+            md = request(
+                session, figures, "GET", f"{base}/api/v1/jobs/{doc.job_id}/result?format=markdown", headers=headers
+            )
+            js = request(
+                session, figures, "GET", f"{base}/api/v1/jobs/{doc.job_id}/result?format=json", headers=headers
+            )
+            if md is None or js is None or md.status_code != 200 or js.status_code != 200:
+                doc.status = ""  # try again
+                waiting.append(doc)
+                continue
+            doc.problems += check_result(doc, md.text, js.json())
+            continue
+        waiting.append(doc)
+        # One poll a second per client: 50 clients are 50 requests/s, which a 2-core box serves
+        # beside the pipeline without the polls becoming the load.
+        time.sleep(1.0 if len(waiting) > 1 else 0.5)
+    for doc in waiting:
+        doc.problems.append("not terminal before the drain deadline")
+
+
+# --- faults ------------------------------------------------------------------------------------
+
+
+def killer(stack: Stack, size: Size, stop: threading.Event, log: list[dict], rng: random.Random) -> None:
+    """SIGKILL a pool process or a whole worker at random moments; start whole workers again."""
+    t0 = time.monotonic()
+    while len(log) < size.kills and not stop.is_set():
+        if stop.wait(rng.uniform(0.3, 1.7) * size.kill_every_s):
+            return
+        queue_name, concurrency = rng.choice(Stack.WORKERS)
+        proc = stack.procs[queue_name]
+        try:
+            children = psutil.Process(proc.pid).children()
+        except psutil.NoSuchProcess:
+            children = []
+        if children and rng.random() < 0.6:
+            victim = rng.choice(children)
+            try:
+                victim.kill()
+            except psutil.NoSuchProcess:
+                continue
+            log.append({"t": round(time.monotonic() - t0, 1), "what": f"{queue_name} pool process"})
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            log.append({"t": round(time.monotonic() - t0, 1), "what": f"{queue_name} worker"})
+            time.sleep(rng.uniform(0.5, 3))
+            stack.start_worker(queue_name, concurrency)
+
+
+def redis_outage(stack: Stack, size: Size, docs: list[Doc], at_share: float, stop: threading.Event, out: dict) -> None:
+    """Kill Redis once ``at_share`` of the jobs are accepted; restart it empty after outage_s."""
+    while not stop.is_set() and sum(1 for d in docs if d.job_id) < at_share * len(docs):
+        time.sleep(0.2)
+    if stop.is_set():
+        return
+    out["accepted_before"] = sum(1 for d in docs if d.job_id)
+    out["killed_at"] = time.monotonic()
+    stack.kill_redis()
+    time.sleep(size.outage_s)
+    stack.start_redis()
+    out["restarted_at"] = time.monotonic()
+    out["accepted_during"] = sum(1 for d in docs if d.job_id) - out["accepted_before"]
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def run(size: Size, database_url: str, seed: int) -> dict:
+    rng = random.Random(seed)
+    docs = [make_doc(i, rng, size.scan_share) for i in range(size.jobs)]
+    stack = Stack(database_url)
+    figures = Figures()
+    kills: list[dict] = []
+    outage: dict = {}
+    stop = threading.Event()
+    started = time.monotonic()
+    try:
+        stack.start()
+        key = stack.manage("create_api_key", "chaos")
+        base = f"http://127.0.0.1:{stack.web_port}"
+        ready = time.monotonic()
+        fault_threads = [
+            threading.Thread(target=killer, args=(stack, size, stop, kills, rng), daemon=True),
+            threading.Thread(target=redis_outage, args=(stack, size, docs, 0.4, stop, outage), daemon=True),
+        ]
+        for thread in fault_threads:
+            thread.start()
+        work: queue.Queue[Doc] = queue.Queue()
+        for doc in docs:
+            work.put(doc)
+
+        def client(mine: list[Doc]) -> None:
+            while True:
+                try:
+                    doc = work.get_nowait()
+                except queue.Empty:
+                    break
+                submit(base, key, doc, figures, stop)
+                mine.append(doc)
+            poll(base, key, mine, figures, ready + size.drain_timeout_s)
+
+        per_client: list[list[Doc]] = [[] for _ in range(size.clients)]
+        clients = [threading.Thread(target=client, args=(mine,)) for mine in per_client]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join()
+        drained = time.monotonic()
+        stop.set()
+        for thread in fault_threads:
+            thread.join(timeout=30)
+        pages_db, jobs_db, dup_pages = count_rows(database_url)
+    finally:
+        stop.set()
+        stack.stop()
+
+    lost = [d for d in docs if d.problems or d.status != "done"]
+    return {
+        "size": asdict(size),
+        "seed": seed,
+        "jobs": len(docs),
+        "jobs_done": sum(1 for d in docs if d.status == "done"),
+        "pages": sum(d.pages for d in docs),
+        "scans": sum(1 for d in docs if d.kind == "scan"),
+        "jobs_in_database": jobs_db,
+        "pages_in_database": pages_db,
+        "duplicate_page_rows": dup_pages,
+        "clients": size.clients,
+        "kills": kills,
+        "kill_count": len(kills),
+        "redis_outage": {
+            "seconds": size.outage_s,
+            "accepted_before": outage.get("accepted_before"),
+            "accepted_during_outage": outage.get("accepted_during"),
+            "at_s": round(outage["killed_at"] - ready, 1) if "killed_at" in outage else None,
+        },
+        "http": dict(sorted(figures.statuses.items())),
+        "startup_s": round(ready - started, 1),
+        "run_s": round(drained - ready, 1),
+        "problems": {str(d.index): d.problems or [f"status {d.status!r}"] for d in lost},
+        "lost_or_wrong": len(lost),
+        "load_avg": os.getloadavg(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def count_rows(database_url: str) -> tuple[int, int, int]:
+    with psycopg.connect(database_url) as conn:
+        pages = conn.execute("SELECT count(*) FROM jobs_page").fetchone()[0]
+        jobs = conn.execute("SELECT count(*) FROM jobs_job").fetchone()[0]
+        dups = conn.execute(
+            "SELECT count(*) FROM (SELECT job_id, index FROM jobs_page GROUP BY 1, 2 HAVING count(*) > 1) d"
+        ).fetchone()[0]
+    return pages, jobs, dups
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="ci")
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument(
+        "--drain-timeout", type=float, help="seconds the clients wait for every job (default: the size's)"
+    )
+    parser.add_argument(
+        "--database-url", default=os.environ.get("CHAOS_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ocr_chaos")
+    )
+    args = parser.parse_args()
+    size = SIZES[args.size]
+    if args.drain_timeout:
+        size = replace(size, drain_timeout_s=args.drain_timeout)
+    report = run(size, args.database_url, args.seed)
+    (ARTIFACTS / "report.json").write_text(json.dumps(report, indent=2))
+    summary = {k: v for k, v in report.items() if k not in ("kills", "problems")}
+    print(json.dumps(summary, indent=2))
+    failures = []
+    if report["lost_or_wrong"]:
+        failures.append(f"{report['lost_or_wrong']} jobs lost or wrong: {list(report['problems'].items())[:10]}")
+    if report["jobs_in_database"] != size.jobs:
+        failures.append(f"{report['jobs_in_database']} jobs in the database for {size.jobs} documents")
+    if report["duplicate_page_rows"]:
+        failures.append(f"{report['duplicate_page_rows']} duplicated page rows")
+    if report["kill_count"] < size.kills:
+        failures.append(f"only {report['kill_count']} of {size.kills} kills happened before the load ended")
+    if report["redis_outage"]["at_s"] is None:
+        failures.append("the Redis outage never happened")
+    for failure in failures:
+        print("chaos: FAILED:", failure, file=sys.stderr)
+    print("chaos: ok" if not failures else "chaos: see tests/artifacts/chaos/*.log", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""Unit-level repair: each branch of the sweep, one bad page in a layout batch, and running out
+of transient retries.
+
+Rows are put in the state a crash or a lost message leaves behind, then the sweep (or the
+layout stage) runs in this process against the real PostgreSQL and the real Redis broker; what
+it sent is read back from the Redis lists themselves. The running workers' consumers are paused
+meanwhile, so nothing consumes the messages under the test.
+
+The layout engine is the real rapid-layout, except in the retry test, where a wrapper around it
+raises the transient error a GPU out-of-memory gives (PaddleOCR's ``layout:oom``): that failure
+cannot be provoked on a CPU box, and the wrapper raises exactly what ``workers.engines.paddle``
+raises.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.utils import timezone
+
+from apps.jobs import services
+from apps.jobs.documents import encode_png
+from apps.jobs.models import Job, Page, Region
+from ocrsite.vocabulary import ErrorCode, TaskName
+from tests.perimeter import queues_held
+from tests.queues import QUEUES
+from workers import engine_setup, layout
+from workers.engines.base import EngineError
+from workers.sweep import resend_lost_work
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sent(redis_client):
+    """Hold the running workers' consumers and return a reader of what was sent since."""
+    with queues_held(redis_client):
+        redis_client.delete(*QUEUES)
+
+        def read() -> list[tuple[str, str, list]]:
+            """(queue, task name, args) of every message now waiting, oldest first; consumed."""
+            out = []
+            for queue in QUEUES:
+                while (raw := redis_client.rpop(queue)) is not None:
+                    msg = json.loads(raw)
+                    args = json.loads(base64.b64decode(msg["body"]))[0]
+                    out.append((queue, msg["headers"]["task"], args))
+            return out
+
+        yield read
+        redis_client.delete(*QUEUES)
+
+
+def long_ago() -> timezone.datetime:
+    return timezone.now() - timedelta(seconds=settings.OCR_STALE_AFTER + 60)
+
+
+def make_job(status: str, page_count: int, pages: list[tuple[str, int]], stale: bool = True) -> Job:
+    """A job in ``status`` with ``pages`` as (status, attempts); rows aged past OCR_STALE_AFTER."""
+    job = Job.objects.create(
+        status=status, filename="x.tif", kind="tiff", sha256="0" * 64, page_count=page_count, source="sources/x.tif"
+    )
+    for index, (page_status, attempts) in enumerate(pages):
+        Page.objects.create(job=job, index=index, status=page_status, attempts=attempts)
+    if stale:
+        Page.objects.filter(job=job).update(updated_at=long_ago(), claimed_at=long_ago())
+        Job.objects.filter(pk=job.pk).update(updated_at=long_ago())
+    return job
+
+
+def page_of(job: Job, index: int = 0) -> Page:
+    return Page.objects.get(job=job, index=index)
+
+
+# --- the sweep, branch by branch -----------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("claimed", "waiting", "queue", "task"),
+    [
+        (Page.Status.DETECTING, Page.Status.QUEUED, "layout", TaskName.DETECT_LAYOUT),
+        (Page.Status.RECOGNIZING, Page.Status.DETECTED, "ocr", TaskName.RECOGNIZE),
+    ],
+)
+def test_a_stale_claim_is_handed_back_and_sent_again(sent, claimed, waiting, queue, task):
+    """The worker holding the claim died: the page waits again and its message goes out once."""
+    job = make_job("running", 1, [(claimed, 1)])
+    fresh = make_job("running", 1, [(claimed, 1)], stale=False)  # a claim still being worked on
+    counts = resend_lost_work()
+    assert counts[f"released_{claimed}"] == 1
+    assert page_of(job).status == waiting
+    assert page_of(fresh).status == claimed
+    pk = page_of(job).pk
+    assert sent() == [(queue, task, [[pk]] if queue == "layout" else [pk])]
+    # The re-sent page was touched: the next sweep waits a full period before sending it again.
+    assert resend_lost_work()[f"released_{claimed}"] == 0
+    assert sent() == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("claimed", [Page.Status.DETECTING, Page.Status.RECOGNIZING])
+def test_a_claim_whose_attempts_are_spent_fails_as_stalled(sent, claimed, django_capture_on_commit_callbacks):
+    """A page that killed its worker on every attempt must not loop: it fails, and so does its job."""
+    job = make_job("running", 2, [(claimed, settings.OCR_MAX_ATTEMPTS), ("done", 1)])
+    Job.objects.filter(pk=job.pk).update(pages_done=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = resend_lost_work()
+    assert counts[f"stalled_{claimed}"] == 1
+    page = page_of(job)
+    assert (page.status, page.error_code) == ("failed", ErrorCode.PAGE_STALLED)
+    job.refresh_from_db()
+    assert (job.status, job.error_code, job.pages_failed) == ("failed", ErrorCode.PAGE_STALLED, 1)
+    assert sent() == []  # nothing to re-send for a failed page
+
+
+@pytest.mark.django_db
+def test_a_queued_job_whose_ingest_was_lost_is_ingested_again(sent):
+    job = make_job("queued", 1, [])
+    make_job("queued", 1, [], stale=False)  # just submitted: its ingest is on its way
+    resend_lost_work()
+    assert sent() == [("cpu", TaskName.INGEST, [str(job.pk)])]
+    resend_lost_work()  # the next sweep waits a full OCR_STALE_AFTER before sending it again
+    assert sent() == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("waiting", "queue", "task"),
+    [(Page.Status.QUEUED, "layout", TaskName.DETECT_LAYOUT), (Page.Status.DETECTED, "ocr", TaskName.RECOGNIZE)],
+)
+def test_a_waiting_page_whose_message_was_lost_is_sent_again(sent, waiting, queue, task):
+    """Redis lost the message (restarted without persistence): the page waits for nothing."""
+    job = make_job("running", 1, [(waiting, 0)])
+    make_job("running", 1, [(waiting, 0)], stale=False)
+    make_job("cancelled", 1, [(waiting, 0)])  # a cancelled job's pages are not re-sent
+    counts = resend_lost_work()
+    pk = page_of(job).pk
+    assert sent() == [(queue, task, [[pk]] if queue == "layout" else [pk])]
+    assert counts["layout" if queue == "layout" else "recognize"] == 1
+
+
+@pytest.mark.django_db
+def test_a_job_whose_assembly_was_lost_is_assembled_again(sent):
+    job = make_job("assembling", 1, [("done", 1)])
+    make_job("assembling", 1, [("done", 1)], stale=False)
+    resend_lost_work()
+    assert sent() == [("cpu", TaskName.ASSEMBLE, [str(job.pk)])]
+    # Not again at the next sweep: under a backlog, a copy every sweep period per waiting job
+    # once buried the real work (found by make test-chaos: 36,000 copies in the cpu queue).
+    resend_lost_work()
+    assert sent() == []
+
+
+@pytest.mark.django_db
+def test_a_job_never_fully_split_is_ingested_again(sent):
+    """Ingest died after making 2 of 3 pages: ingest again (it skips the pages it made)."""
+    job = make_job("running", 3, [("done", 1), ("done", 1)])
+    Job.objects.filter(pk=job.pk).update(pages_done=2, updated_at=long_ago())
+    complete = make_job("running", 2, [("done", 1), ("recognizing", 1)], stale=False)
+    resend_lost_work()
+    assert sent() == [("cpu", TaskName.INGEST, [str(job.pk)])]
+    assert page_of(complete, 1).status == "recognizing"
+    resend_lost_work()
+    assert sent() == []
+
+
+# --- layout: one bad page fails alone; transient retries run out ----------------------------------
+
+
+def png_of_text() -> bytes:
+    """A page with dark blocks on white: something for the layout detector to find."""
+    img = np.full((800, 600, 3), 255, dtype=np.uint8)
+    for y in range(80, 700, 60):
+        img[y : y + 20, 60:540] = 30
+    return encode_png(img)
+
+
+def page_with_image(data: bytes | None) -> Page:
+    job = make_job("running", 1, [("queued", 0)], stale=False)
+    page = page_of(job)
+    page.image = services.save_bytes(f"pages/{job.pk}/00000.png", data or png_of_text())
+    page.save()
+    if data is None:
+        default_storage.delete(page.image.name)  # its row names a file that is gone
+    return page
+
+
+@pytest.mark.django_db
+def test_one_bad_page_fails_alone_in_a_layout_batch(sent, django_capture_on_commit_callbacks):
+    """Three jobs' pages in one pass: one image is garbage, one is gone from storage, one is fine.
+    The two bad pages fail with their own codes; the good one goes on to recognition."""
+    good = page_with_image(png_of_text())
+    garbage = page_with_image(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
+    missing = page_with_image(None)
+    with django_capture_on_commit_callbacks(execute=True):
+        layout.detect_pages([garbage.pk, good.pk, missing.pk])
+    for page, code in ((garbage, ErrorCode.PAGE_BAD_IMAGE), (missing, ErrorCode.PAGE_NO_IMAGE)):
+        page.refresh_from_db()
+        assert (page.status, page.error_code) == ("failed", code)
+        assert Job.objects.get(pk=page.job_id).status == "failed"
+    good.refresh_from_db()
+    assert good.status == "detected" and Region.objects.filter(page=good).exists()
+    assert Job.objects.get(pk=good.job_id).status == "running"
+    assert sent() == [("ocr", TaskName.RECOGNIZE, [good.pk])]
+
+
+class OutOfMemory:
+    """The real layout engine behind a GPU that is always out of memory (see the module doc)."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.name = real.name
+        self.calls = 0
+
+    def detect(self, images):
+        self.calls += 1
+        raise EngineError(ErrorCode.LAYOUT_OOM, "out of memory in layout detection", permanent=False)
+
+
+@pytest.mark.django_db
+def test_transient_layout_failures_retry_until_the_attempts_run_out(
+    sent, monkeypatch, django_capture_on_commit_callbacks
+):
+    engine = OutOfMemory(engine_setup.layout_engine("cpu"))
+    monkeypatch.setattr(engine_setup, "layout_engine", lambda job_engine: engine)
+    page = page_with_image(png_of_text())
+    for attempt in range(1, settings.OCR_MAX_ATTEMPTS):
+        with django_capture_on_commit_callbacks(execute=True):
+            layout.detect_pages([page.pk])
+        page.refresh_from_db()
+        # Handed back and sent again (with backoff) while attempts are left.
+        assert (page.status, page.attempts) == ("queued", attempt)
+        assert sent() == [("layout", TaskName.DETECT_LAYOUT, [[page.pk]])]
+    with django_capture_on_commit_callbacks(execute=True):
+        layout.detect_pages([page.pk])
+    page.refresh_from_db()
+    assert (page.status, page.attempts, page.error_code) == ("failed", settings.OCR_MAX_ATTEMPTS, ErrorCode.LAYOUT_OOM)
+    assert Job.objects.get(pk=page.job_id).error_code == ErrorCode.LAYOUT_OOM
+    assert sent() == []  # no further retry
+    assert engine.calls == settings.OCR_MAX_ATTEMPTS
+    outcomes = list(page.events.order_by("id").values_list("outcome", flat=True))
+    assert outcomes == ["retry"] * (settings.OCR_MAX_ATTEMPTS - 1) + ["failed"]
