@@ -76,3 +76,16 @@ def json_text(result: dict) -> str:
             if region.get("text"):
                 parts.append(region["text"])
     return "\n".join(parts)
+
+
+def teds(predicted_html: str, truth_html: str, *, structure_only: bool = False) -> float:
+    """Tree-edit-distance similarity of two HTML tables (PubTabNet's TEDS, via
+    ``table-recognition-metric``): 1.0 for the same structure and cell texts. Header cells must
+    be written as ``<td>`` (``tables.to_html(..., th=False)``): the metric reads only ``td`` as
+    cells. Imported here, not at module level: it is a dev/bench dependency."""
+    from table_recognition_metric import TEDS
+
+    def page(table: str) -> str:  # the metric looks for body/table
+        return table if "<body" in table else f"<html><body>{table}</body></html>"
+
+    return TEDS(structure_only=structure_only)(page(predicted_html), page(truth_html))

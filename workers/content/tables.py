@@ -60,6 +60,8 @@ class Table:
     n_rows: int
     n_cols: int
     cells: list[Cell] = field(default_factory=list)
+    # Words above the grid that title it (kept apart so the caller can emit them as a caption).
+    caption: list[Word] = field(default_factory=list)
 
     @property
     def has_spans(self) -> bool:
@@ -301,6 +303,10 @@ def grid_from_words(
         return None
     height = statistics.median(w.h for w in words)
     lines = _lines(words, height)
+    # Leading lines of one phrase over a table of several columns are its title, not a row.
+    caption: list[Word] = []
+    while len(lines) > 2 and len(lines[0]) == 1 and max(len(l) for l in lines) >= 3:
+        caption.extend(lines.pop(0))
     if len(lines) < 2:
         return None
     header_n = _header_count(lines)
@@ -313,7 +319,9 @@ def grid_from_words(
     rows = [r for r in rows if r]
     if len(rows) < 2:
         return None
-    return _place(rows, header_n if header_n < len(rows) else 0, columns, height, h_rules, tall)
+    table = _place(rows, header_n if header_n < len(rows) else 0, columns, height, (h_rules, v_rules), tall)
+    table.caption = caption
+    return table
 
 
 def _lines(words: Sequence[Word], height: float) -> list[list[Word]]:
@@ -357,15 +365,10 @@ def _columns(
     for w in body:
         for k in range(int((w.x0 - x0) / step), int((w.x1 - x0) / step) + 1):
             cover[k] += 1
-    limit = int(0.1 * n_rows)
-    segments: list[list[float]] = []
-    for k in range(n):
-        if cover[k] > limit:
-            x = x0 + k * step
-            if segments and segments[-1][1] >= x - step / 2:
-                segments[-1][1] = x + step
-            else:
-                segments.append([x, x + step])
+    segments = _covered(cover, int(0.1 * n_rows), x0, step)
+    # A column filled in few rows (a total row only) is still a column where no other is.
+    segments += [s for s in _covered(cover, 0, x0, step) if not any(s[0] < t[1] and t[0] < s[1] for t in segments)]
+    segments.sort()
     # Narrow gaps are spaces between words of one cell, unless a ruling line stands in them.
     rules = sorted((r[0] + r[2]) / 2 for r in v_rules)
     columns = [segments[0]] if segments else []
@@ -376,6 +379,18 @@ def _columns(
         else:
             columns.append(seg)
     return [(a, b) for a, b in columns]
+
+
+def _covered(cover: list[int], limit: int, x0: float, step: float) -> list[list[float]]:
+    segments: list[list[float]] = []
+    for k, n in enumerate(cover):
+        if n > limit:
+            x = x0 + k * step
+            if segments and segments[-1][1] >= x - step / 2:
+                segments[-1][1] = x + step
+            else:
+                segments.append([x, x + step])
+    return segments
 
 
 def _col_of(w: Word, columns: Sequence[tuple[float, float]]) -> int:
@@ -429,21 +444,27 @@ def _rows(lines: list[list[Word]], header_n: int, columns) -> tuple[list[list[Wo
     return head + rows, tall
 
 
-def _place(
-    rows: list[list[Word]], header_n: int, columns, height: float, h_rules: Sequence[Box], tall: set[int]
-) -> Table:
+def _place(rows: list[list[Word]], header_n: int, columns, height: float, rules, tall: set[int]) -> Table:
+    h_rules, v_rules = rules
     n_cols = len(columns)
     cells: list[Cell] = []
     covered: set[tuple[int, int]] = set()  # grid positions taken by a cell spanning down
     for r, row in enumerate(rows):
         held: dict[int, list[Word]] = {}
-        spans: dict[int, int] = {}
         for w in row:
-            first, last = _col_of(w, columns), _col_of(w, columns)
-            if r < header_n:
-                first, last = _header_extent(w, columns, height, h_rules)
-            held.setdefault(first, []).append(w)
-            spans[first] = max(spans.get(first, first), last)
+            held.setdefault(_col_of(w, columns), []).append(w)
+        spans = {c: c for c in held}
+        if r < header_n:
+            for c, ws in list(held.items()):
+                if c not in held:
+                    continue
+                first, last = _header_extent(ws, columns, height, h_rules)
+                spans[c] = max(spans[c], last)
+                if first < c:
+                    spans[first] = max(spans.get(first, first), spans.pop(c))
+                    held[first] = held.get(first, []) + held.pop(c)
+            if r + 1 < header_n:
+                _widen_group_headings(held, spans, columns, row, v_rules)
         c = 0
         while c < n_cols:
             end = spans.get(c, c)
@@ -463,18 +484,52 @@ def _place(
     return Table(len(rows), n_cols, cells)
 
 
-def _header_extent(w: Word, columns, height: float, h_rules: Sequence[Box]) -> tuple[int, int]:
-    """Columns a header word covers: those it overlaps by most of their width, or those a
-    ruling line just under it spans (a group heading over its sub-columns)."""
-    left, right = w.x0, w.x1
+def _widen_group_headings(held, spans, columns, row, v_rules) -> None:
+    """A heading above a further header line, centred over empty neighbours, spans the widest
+    run of empty columns it is centred on, without crossing a vertical ruling line."""
+    width = statistics.median(b - a for a, b in columns)
+    for c in sorted(held):
+        if c not in spans:
+            continue
+        ws = held[c]
+        centre = (min(w.x0 for w in ws) + max(w.x1 for w in ws)) / 2
+        best = (c, spans[c])
+        for a in range(c, -1, -1):
+            if a < c and (a in held or _ruled(columns[a][1], columns[a + 1][0], row, v_rules)):
+                break
+            for b in range(spans[c], len(columns)):
+                if b > spans[c] and (b in held or _ruled(columns[b - 1][1], columns[b][0], row, v_rules)):
+                    break
+                mid = (columns[a][0] + columns[b][1]) / 2
+                if abs(mid - centre) <= 0.5 * width and b - a > best[1] - best[0]:
+                    best = (a, b)
+        if best[0] < c:
+            held[best[0]] = held.pop(c)
+            spans.pop(c)
+        spans[best[0]] = best[1]
+
+
+def _ruled(left: float, right: float, row: Sequence[Word], v_rules: Sequence[Box]) -> bool:
+    """A vertical ruling line stands in the gap between two columns at this row's height."""
+    top, bottom = min(w.y0 for w in row), max(w.y1 for w in row)
+    return any(left - 1 <= (r[0] + r[2]) / 2 <= right + 1 and r[1] <= bottom and r[3] >= top for r in v_rules)
+
+
+def _header_extent(ws: Sequence[Word], columns, height: float, h_rules: Sequence[Box]) -> tuple[int, int]:
+    """Columns header words cover: those they overlap by most of their width, or those a
+    ruling line just under them spans (a group heading over its sub-columns)."""
+    left, right = min(w.x0 for w in ws), max(w.x1 for w in ws)
+    bottom, centre = max(w.y1 for w in ws), (left + right) / 2
+    span = max(b for _, b in columns) - min(a for a, _ in columns)
     for rule in h_rules:
-        if 0 <= rule[1] - w.y1 <= 1.2 * height and rule[0] <= w.cx <= rule[2]:
+        partial = rule[2] - rule[0] < 0.9 * span  # a rule across the whole table closes the header
+        if partial and 0 <= rule[1] - bottom <= 0.6 * height and rule[0] <= centre <= rule[2]:
             left, right = min(left, rule[0]), max(right, rule[2])
     covered = [
         i for i, (a, b) in enumerate(columns) if min(b, right) - max(a, left) >= 0.5 * min(b - a, right - left + 1e-6)
     ]
     if not covered:
-        k = _col_of(w, columns)
+        k = _col_of(ws[0], columns)
         return k, k
     return min(covered), max(covered)
 
@@ -488,3 +543,26 @@ def _union(ws: Sequence[Word]) -> Box | None:
     if not ws:
         return None
     return (min(w.x0 for w in ws), min(w.y0 for w in ws), max(w.x1 for w in ws), max(w.y1 for w in ws))
+
+
+def phrases(words: Sequence[Word], gap: float = 0.5) -> list[Word]:
+    """Words of one line closer than ``gap`` text heights joined into phrases ("Long Gun"): the
+    text layer gives single words, and a space must not look like a column gap."""
+    if not words:
+        return []
+    height = statistics.median(w.h for w in words)
+    out: list[Word] = []
+    for line in _lines(words, height):
+        current: Word | None = None
+        for w in line:
+            if current is not None and w.x0 - current.x1 < gap * max(height, min(w.h, current.h)):
+                current = Word(
+                    current.x0, min(current.y0, w.y0), max(current.x1, w.x1), max(current.y1, w.y1), f"{current.text} {w.text}"
+                )
+            else:
+                if current is not None:
+                    out.append(current)
+                current = w
+        if current is not None:
+            out.append(current)
+    return out
