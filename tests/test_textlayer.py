@@ -33,24 +33,36 @@ def test_every_word_of_the_text_layer_once(name):
         assert score.f1 >= 0.99, (name, page.number, score)
 
 
+def _grid(text) -> dict[tuple[int, int], dict]:
+    return {(c["row"], c["col"]): c for c in text.table["cells"]}
+
+
 def test_table_split_into_rows_where_rulings_group_five_states():
-    """The NICS table is ruled every five states; each state is a row of its own."""
+    """The NICS table is ruled every five states; each state is a row of its own, its title
+    stays out of the grid, and its group headings span their sub-columns."""
     [(_, regions)] = _extract("table_nics-background-checks-2015-11.pdf")
-    tables = [text.text for box, text in regions if box.label == "table"]
-    assert len(tables) == 1
-    rows = tables[0].splitlines()
-    assert rows[1].startswith("|---|")
-    assert "| Alabama | 18,870 | 23,022 | 22,650 | 859 |" in tables[0]
-    assert "| Alaska | 209 | 3,062 | 3,209 | 191 |" in tables[0]
-    assert sum(1 for r in rows if r.startswith("| Wyoming |")) == 1
+    [text] = [text for box, text in regions if box.label == "table"]
+    cells = _grid(text)
+    rows = {}
+    for (r, c), cell in sorted(cells.items()):
+        rows.setdefault(r, []).append(cell["text"])
+    assert text.text.startswith("NICS Firearm Background Checks November - 2015\n\n<table>")
+    assert rows[text.table["header_rows"]][:5] == ["Alabama", "18,870", "23,022", "22,650", "859"]
+    assert sum(1 for r in rows.values() if r[0] == "Wyoming") == 1
+    assert all(cell["bbox"] is not None for cell in cells.values() if cell["text"])
 
 
 def test_table_cells_keep_decimal_numbers_whole():
-    """find_tables' own cell text splits "0.965" into "0965" and "."; the page's words do not."""
+    """find_tables' own cell text splits "0.965" into "0965" and "."; the page's words do not.
+    The two-line header keeps its spans: "Language" down both lines, "TEDs" over three columns."""
     [(_, regions)] = _extract("table_page_2305.03393v1-pg9.pdf")
-    [table] = [text.text for box, text in regions if box.label == "table"]
-    assert "0.965" in table and "0965" not in table
-    assert table.splitlines()[0].startswith("| # enc-layers | # dec-layers | Language | TEDs |")
+    [text] = [text for box, text in regions if box.label == "table"]
+    assert "0.965" in text.text and "0965" not in text.text
+    cells = _grid(text)
+    assert text.table["header_rows"] == 2
+    assert cells[(0, 2)]["text"] == "Language" and cells[(0, 2)]["rowspan"] == 2
+    assert cells[(0, 3)]["text"] == "TEDs" and cells[(0, 3)]["colspan"] == 3
+    assert [cells[(2, c)]["text"] for c in range(3)] == ["6", "6", "OTSL HTML"]
 
 
 @pytest.mark.parametrize("rotation", [0, 90, 180, 270])

@@ -8,6 +8,7 @@ punctuation at their edges, so "Word," and "word" agree, while "l" for "1" or a 
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from collections import Counter
@@ -20,6 +21,7 @@ _MD_LINE_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|>\s+|\$\$\s*$)", re.MUL
 _MD_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$", re.MULTILINE)
 # Typographic quotes and dashes print the same as their ASCII forms; OCR cannot tell them apart.
 _TYPOGRAPHIC = str.maketrans({"’": "'", "‘": "'", "‚": "'", "“": '"', "”": '"', "„": '"', "—": "-", "–": "-", "‐": "-"})
+_TABLE_TAG = re.compile(r"</?(?:table|thead|tbody|tr|td|th)\b[^>]*>", re.IGNORECASE)
 _EDGE_PUNCT = "\"'`.,;:!?()[]{}<>«»*_|~-"
 
 
@@ -36,7 +38,9 @@ class WordScore:
 def words(text: str) -> list[str]:
     """Normalised words of ``text``: NFKC, lower case, edge punctuation trimmed, empties dropped."""
     out = []
-    # A table cell border is never part of a word, even where no space separates them.
+    # A table cell border (a pipe or an HTML table tag) is never part of a word, even where no
+    # space separates them.
+    text = html.unescape(_TABLE_TAG.sub(" ", text))
     for raw in unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHIC).lower().replace("|", " ").split():
         word = raw.strip(_EDGE_PUNCT)
         # A dash between spaces, a lone bullet or a table pipe carries no word.

@@ -557,7 +557,11 @@ def phrases(words: Sequence[Word], gap: float = 0.5) -> list[Word]:
         for w in line:
             if current is not None and w.x0 - current.x1 < gap * max(height, min(w.h, current.h)):
                 current = Word(
-                    current.x0, min(current.y0, w.y0), max(current.x1, w.x1), max(current.y1, w.y1), f"{current.text} {w.text}"
+                    current.x0,
+                    min(current.y0, w.y0),
+                    max(current.x1, w.x1),
+                    max(current.y1, w.y1),
+                    f"{current.text} {w.text}",
                 )
             else:
                 if current is not None:

@@ -13,11 +13,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ocrsite.vocabulary import ErrorCode
+from workers.content import tables
 from workers.engines.base import (
     LABELS,
     EngineError,
@@ -134,10 +135,26 @@ class RapidOcrRecognizer:
         started = time.perf_counter()
         lines = self.read_lines(image)
         recognition = assign_lines(lines, regions)
+        for i, region in enumerate(regions):
+            if region.label == "table":
+                recognition.texts[i] = table_text(recognition.texts[i])
         elapsed = int((time.perf_counter() - started) * 1000)
         # The pass is shared by the page; each region reports the page's latency.
         recognition.texts[:] = [RegionText(t.text, t.confidence, t.lines, t.flags, elapsed) for t in recognition.texts]
         return recognition
+
+
+def table_text(text: RegionText) -> RegionText:
+    """A table region's OCR lines as a grid: Markdown (HTML when cells span) and the cells.
+    Lines that form no grid stay as they were read."""
+    words = [tables.Word(*line.bbox, line.text) for line in text.lines]
+    # OCR lines are whole phrases, so a narrow gap already separates columns.
+    grid = tables.grid_from_words(words, min_gap=0.15)
+    if grid is None:
+        return text
+    caption = " ".join(w.text for w in grid.caption)
+    body = tables.to_markdown(grid)
+    return replace(text, text=f"{caption}\n\n{body}" if caption else body, table=tables.to_dict(grid))
 
 
 _NOT_TEXT_HOLDERS = frozenset({"figure"})

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pymupdf
 
+from workers.content import tables
 from workers.engines.base import LayoutBox, RegionText, TextLine
 from workers.engines.geometry import best_container
 
@@ -76,9 +77,11 @@ def extract(page: pymupdf.Page, dpi: int, config: TextLayerConfig) -> list[tuple
         text = "\n".join(line.text for line in lines)
         regions.append((LayoutBox(label=label, bbox=bbox, score=1.0), RegionText(text, 1.0, tuple(lines))))
 
-    for (bbox, markdown), lines in zip(tables, table_lines, strict=True):
+    for (bbox, markdown, grid), lines in zip(tables, table_lines, strict=True):
         text = markdown or "\n".join(line.text for line in lines)
-        regions.append((LayoutBox(label="table", bbox=bbox, score=1.0), RegionText(text, 1.0, tuple(lines))))
+        regions.append(
+            (LayoutBox(label="table", bbox=bbox, score=1.0), RegionText(text, 1.0, tuple(lines), table=grid))
+        )
     return regions
 
 
@@ -99,7 +102,7 @@ def _label(bbox, size: float, bold: bool, n_lines: int, body: float, height: flo
 
 def _tables(
     page: pymupdf.Page, config: TextLayerConfig, scale: float
-) -> list[tuple[tuple[float, float, float, float], str]]:
+) -> list[tuple[tuple[float, float, float, float], str, dict | None]]:
     if config.tables == "off":
         return []
     if config.tables == "auto":
@@ -111,15 +114,54 @@ def _tables(
     except Exception:  # a malformed drawing stream must not fail the page; the text still comes out
         return []
     words = page.get_text("words")
+    h_rules, v_rules = _rulings(page)
     out = []
     for table in found.tables:
         if table.row_count < 2 or table.col_count < 2:
             continue
+        grid = _grid(table.bbox, words, h_rules, v_rules, scale, page.rotation_matrix)
+        if grid is not None:
+            out.append((_px(table.bbox, scale, page.rotation_matrix), *grid))
+            continue
         rows = _table_rows(table, words)
         if rows is None:
             continue  # its words stay in ordinary text blocks
-        out.append((_px(table.bbox, scale, page.rotation_matrix), _markdown_table(rows)))
+        out.append((_px(table.bbox, scale, page.rotation_matrix), _markdown_table(rows), None))
     return out
+
+
+def _rulings(page: pymupdf.Page) -> tuple[list, list]:
+    """Thin drawn lines and rectangles: horizontal ones (under group headings) and vertical
+    ones (between columns)."""
+    h_rules, v_rules = [], []
+    for d in page.get_drawings():
+        for item in d["items"]:
+            if item[0] == "l":
+                r = pymupdf.Rect(item[1], item[2]).normalize()
+            elif item[0] == "re":
+                r = pymupdf.Rect(item[1]).normalize()
+            else:
+                continue
+            if r.height <= 2 and r.width > 4:
+                h_rules.append(tuple(r))
+            elif r.width <= 2 and r.height > 4:
+                v_rules.append(tuple(r))
+    return h_rules, v_rules
+
+
+def _grid(bbox, words, h_rules, v_rules, scale: float, shown) -> tuple[str, dict] | None:
+    """The table's grid rebuilt from the words printed inside it (``tables.grid_from_words``):
+    every word lands in exactly one cell, so the table quotes the page."""
+    inside = [tables.Word(*w[:5]) for w in words if _centre_in(w, bbox)]
+    grid = tables.grid_from_words(tables.phrases(inside), h_rules=h_rules, v_rules=v_rules, min_gap=0.5)
+    if grid is None:
+        return None
+    for cell in grid.cells:
+        if cell.bbox is not None:
+            cell.bbox = _px(cell.bbox, scale, shown)
+    caption = " ".join(w.text for w in grid.caption)
+    body = tables.to_markdown(grid)
+    return (f"{caption}\n\n{body}" if caption else body), tables.to_dict(grid)
 
 
 def _table_rows(table, words: list[tuple]) -> list[list[str]] | None:
