@@ -44,7 +44,7 @@ def test_table_split_into_rows_where_rulings_group_five_states():
     [text] = [text for box, text in regions if box.label == "table"]
     cells = _grid(text)
     rows = {}
-    for (r, c), cell in sorted(cells.items()):
+    for (r, _c), cell in sorted(cells.items()):
         rows.setdefault(r, []).append(cell["text"])
     assert text.text.startswith("NICS Firearm Background Checks November - 2015\n\n<table>")
     assert rows[text.table["header_rows"]][:5] == ["Alabama", "18,870", "23,022", "22,650", "859"]
