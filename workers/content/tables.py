@@ -241,7 +241,7 @@ def parse_html(text: str) -> Table | None:
     return Table(len(rows), n_cols, cells)
 
 
-_MD_SEPARATOR = re.compile(r"^\|?(\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$")
+_MD_SEPARATOR = re.compile(r"^\|?(\s*:?-+:?\s*\|)+\s*(:?-+:?)?\s*$")
 
 
 def parse_markdown(text: str) -> Table | None:

@@ -140,7 +140,7 @@ class RapidOcrRecognizer:
                 recognition.texts[i] = table_text(recognition.texts[i])
         elapsed = int((time.perf_counter() - started) * 1000)
         # The pass is shared by the page; each region reports the page's latency.
-        recognition.texts[:] = [RegionText(t.text, t.confidence, t.lines, t.flags, elapsed) for t in recognition.texts]
+        recognition.texts[:] = [replace(t, latency_ms=elapsed) for t in recognition.texts]
         return recognition
 
 
