@@ -85,3 +85,36 @@ def test_pages_stored_with_rotate_give_boxes_on_the_page_as_displayed(rotation):
     assert " ".join(ordered).split("Line number ")[1:] == [f"{i} of a turned page " for i in range(5)] + [
         "5 of a turned page"
     ]
+
+
+@pytest.mark.parametrize("name", ["multi_page.pdf", "code_and_formula.pdf"])
+def test_prose_pages_give_no_table(name):
+    for _page, regions in _extract(name):
+        assert [box.label for box, _ in regions].count("table") == 0
+
+
+def test_whitespace_aligned_table_without_rulings():
+    """An expenditure listing aligned by spaces only, one description wrapping onto a second
+    line: a table of its rows, the wrapped line in its row, the prose above left as text."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((60, 60), "Quarterly expenditure report for the office, prose above the table.", fontsize=10)
+    rows = [
+        ("Doc No.", "Date", "Payee", "Description", "Amount"),
+        ("A-101", "01/02/15", "ACME CORP", "OFFICE SUPPLIES", "120.00"),
+        ("A-102", "01/05/15", "WIDGET LTD", "TRAVEL EXPENSES", "1,980.50"),
+        (None, None, None, "AND LODGING", None),
+        ("A-103", "01/09/15", "FOO INC", "PRINTING", "45.10"),
+    ]
+    for i, row in enumerate(rows):
+        for x, text in zip((60, 130, 200, 300, 450), row, strict=True):
+            if text:
+                page.insert_text((x, 100 + 14 * i), text, fontsize=9)
+    regions = textlayer.extract(page, 72, textlayer.TextLayerConfig())
+    [table] = [text for box, text in regions if box.label == "table"]
+    assert table.text.splitlines()[0] == "| Doc No. | Date | Payee | Description | Amount |"
+    assert "| A-102 | 01/05/15 | WIDGET LTD | TRAVEL EXPENSES AND LODGING | 1,980.50 |" in table.text
+    assert (table.table["rows"], table.table["cols"], table.table["header_rows"]) == (4, 5, 1)
+    assert [text.text for box, text in regions if box.label == "text"] == [
+        "Quarterly expenditure report for the office, prose above the table."
+    ]

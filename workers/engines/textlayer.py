@@ -108,7 +108,7 @@ def _tables(
     if config.tables == "auto":
         rulings = sum(1 for d in page.get_drawings() for item in d["items"] if item[0] in ("l", "re"))
         if rulings < 6:
-            return []
+            return _whitespace_tables(page, scale)
     try:
         found = page.find_tables()
     except Exception:  # a malformed drawing stream must not fail the page; the text still comes out
@@ -127,6 +127,64 @@ def _tables(
         if rows is None:
             continue  # its words stay in ordinary text blocks
         out.append((_px(table.bbox, scale, page.rotation_matrix), _markdown_table(rows), None))
+    return out
+
+
+# A whitespace table: at least this many consecutive lines of at least this many short phrases.
+_WS_MIN_LINES, _WS_MIN_PHRASES, _WS_MAX_PHRASE_CHARS = 3, 3, 40
+
+
+def _whitespace_tables(page: pymupdf.Page, scale: float) -> list[tuple[tuple, str, dict | None]]:
+    """Tables aligned by whitespace alone, on pages without ruling lines: runs of lines split
+    into three or more short phrases by wide gaps, whose grid fills most of its cells. Prose in
+    two columns gives two phrases a line, and columns of prose give long phrases, so neither
+    makes a table."""
+    words = page.get_text("words")
+    found = tables.phrases([tables.Word(*w[:5]) for w in words])
+    if not found:
+        return []
+    height = statistics.median(w.h for w in found)
+    lines: list[list[tables.Word]] = []
+    for w in sorted(found, key=lambda w: w.cy):
+        if lines and abs(w.cy - statistics.fmean(x.cy for x in lines[-1])) < 0.45 * height:
+            lines[-1].append(w)
+        else:
+            lines.append([w])
+    runs: list[list[list[tables.Word]]] = []
+    current: list[list[tables.Word]] = []
+    for line in lines:
+        short = max(len(w.text) for w in line) <= _WS_MAX_PHRASE_CHARS
+        near = bool(current) and min(w.y0 for w in line) - max(w.y1 for w in current[-1]) < 1.5 * height
+        if short and len(line) >= _WS_MIN_PHRASES:
+            if current and not near:
+                runs.append(current)
+                current = []
+            current.append(line)
+        elif short and near:
+            current.append(line)  # a wrapped cell's next line
+        else:
+            if current:
+                runs.append(current)
+            current = []
+    if current:
+        runs.append(current)
+    out = []
+    for run in runs:
+        if sum(len(l) >= _WS_MIN_PHRASES for l in run) < _WS_MIN_LINES:
+            continue
+        inside = [w for l in run for w in l]
+        x0, y0 = min(w.x0 for w in inside), min(w.y0 for w in inside)
+        x1, y1 = max(w.x1 for w in inside), max(w.y1 for w in inside)
+        grid = tables.grid_from_words(inside, min_gap=0.5)
+        if grid is None or grid.n_cols < _WS_MIN_PHRASES or grid.caption:
+            continue
+        filled = sum(1 for c in grid.cells if c.text) / max(1, len(grid.cells))
+        if filled < 0.6:
+            continue
+        for cell in grid.cells:
+            if cell.bbox is not None:
+                cell.bbox = _px(cell.bbox, scale, page.rotation_matrix)
+        out.append((_px((x0, y0, x1, y1), scale, page.rotation_matrix), tables.to_markdown(grid), tables.to_dict(grid)))
     return out
 
 
