@@ -139,8 +139,12 @@ def _whitespace_tables(page: pymupdf.Page, scale: float) -> list[tuple[tuple, st
     into three or more short phrases by wide gaps, whose grid fills most of its cells. Prose in
     two columns gives two phrases a line, and columns of prose give long phrases, so neither
     makes a table."""
-    words = page.get_text("words")
-    found = tables.phrases([tables.Word(*w[:5]) for w in words])
+    # On the page as displayed (a page stored with /Rotate has its lines across the stored axes).
+    shown = page.rotation_matrix
+    displayed = [(pymupdf.Rect(w[:4]) * shown).normalize() for w in page.get_text("words")]
+    found = tables.phrases(
+        [tables.Word(r.x0, r.y0, r.x1, r.y1, w[4]) for r, w in zip(displayed, page.get_text("words"), strict=True)]
+    )
     if not found:
         return []
     height = statistics.median(w.h for w in found)
@@ -183,8 +187,8 @@ def _whitespace_tables(page: pymupdf.Page, scale: float) -> list[tuple[tuple, st
             continue
         for cell in grid.cells:
             if cell.bbox is not None:
-                cell.bbox = _px(cell.bbox, scale, page.rotation_matrix)
-        out.append((_px((x0, y0, x1, y1), scale, page.rotation_matrix), tables.to_markdown(grid), tables.to_dict(grid)))
+                cell.bbox = tuple(v * scale for v in cell.bbox)
+        out.append((tuple(v * scale for v in (x0, y0, x1, y1)), tables.to_markdown(grid), tables.to_dict(grid)))
     return out
 
 
