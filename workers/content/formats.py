@@ -46,10 +46,10 @@ def to_markdown(pages: Sequence[dict[str, Any]]) -> str:
                 first_title_done = True
                 blocks.append(f"{level} {_one_line(text)}")
             elif label == "table":
-                # A title found above the grid comes first, as a paragraph of its own.
-                head, _, grid = text.rpartition("\n\n") if "\n\n" in text else ("", "", text)
-                if _is_markdown_table(grid) or _is_html_table(grid):
-                    blocks.extend([*([paragraph(head)] if head else []), grid])
+                # A title above the grid and notes under it are paragraphs of their own.
+                parts = text.split("\n\n")
+                if any(_is_markdown_table(p) or _is_html_table(p) for p in parts):
+                    blocks.extend(p if _is_markdown_table(p) or _is_html_table(p) else paragraph(p) for p in parts)
                 else:
                     blocks.append(f"```text\n{text}\n```")
             elif label == "equation":

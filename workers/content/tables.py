@@ -62,6 +62,7 @@ class Table:
     cells: list[Cell] = field(default_factory=list)
     # Words above the grid that title it (kept apart so the caller can emit them as a caption).
     caption: list[Word] = field(default_factory=list)
+    notes: list[Word] = field(default_factory=list)  # running text under the grid
 
     @property
     def has_spans(self) -> bool:
@@ -118,6 +119,13 @@ def from_dict(data: dict) -> Table:
         for c in data.get("cells", [])
     ]
     return Table(data["rows"], data["cols"], cells)
+
+
+def region_text(table: Table) -> str:
+    """A table region's text: its title, the grid (``to_markdown``) and notes under it, as
+    paragraphs, so every word the region holds is in it once."""
+    parts = [" ".join(w.text for w in table.caption), to_markdown(table), " ".join(w.text for w in table.notes)]
+    return "\n\n".join(p for p in parts if p)
 
 
 def to_markdown(table: Table) -> str:
@@ -307,6 +315,15 @@ def grid_from_words(
     caption: list[Word] = []
     while len(lines) > 2 and len(lines[0]) == 1 and max(len(l) for l in lines) >= 3:
         caption.extend(lines.pop(0))
+    # Trailing lines of running text (notes under the table) are not rows either.
+    notes: list[Word] = []
+    widest = max(len(l) for l in lines)
+    while (
+        len(lines) > 2
+        and len(lines[-1]) <= max(2, widest // 3)
+        and (widest >= 6 or any(len(w.text) > 40 for w in lines[-1]))
+    ):
+        notes[:0] = lines.pop()
     if len(lines) < 2:
         return None
     header_n = _header_count(lines)
@@ -321,6 +338,7 @@ def grid_from_words(
         return None
     table = _place(rows, header_n if header_n < len(rows) else 0, columns, height, (h_rules, v_rules), tall)
     table.caption = caption
+    table.notes = notes
     return table
 
 

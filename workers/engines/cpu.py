@@ -156,9 +156,7 @@ def table_text(text: RegionText) -> RegionText:
     grid = tables.grid_from_words(words, min_gap=0.15)
     if grid is None:
         return text
-    caption = " ".join(w.text for w in grid.caption)
-    body = tables.to_markdown(grid)
-    return replace(text, text=f"{caption}\n\n{body}" if caption else body, table=tables.to_dict(grid))
+    return replace(text, text=tables.region_text(grid), table=tables.to_dict(grid))
 
 
 _NOT_TEXT_HOLDERS = frozenset({"figure"})

@@ -180,7 +180,7 @@ def _whitespace_tables(page: pymupdf.Page, scale: float) -> list[tuple[tuple, st
         x0, y0 = min(w.x0 for w in inside), min(w.y0 for w in inside)
         x1, y1 = max(w.x1 for w in inside), max(w.y1 for w in inside)
         grid = tables.grid_from_words(inside, min_gap=0.5)
-        if grid is None or grid.n_cols < _WS_MIN_PHRASES or grid.caption:
+        if grid is None or grid.n_cols < _WS_MIN_PHRASES or grid.caption or grid.notes:
             continue
         filled = sum(1 for c in grid.cells if c.text) / max(1, len(grid.cells))
         if filled < 0.6:
@@ -221,9 +221,7 @@ def _grid(bbox, words, h_rules, v_rules, scale: float, shown) -> tuple[str, dict
     for cell in grid.cells:
         if cell.bbox is not None:
             cell.bbox = _px(cell.bbox, scale, shown)
-    caption = " ".join(w.text for w in grid.caption)
-    body = tables.to_markdown(grid)
-    return (f"{caption}\n\n{body}" if caption else body), tables.to_dict(grid)
+    return tables.region_text(grid), tables.to_dict(grid)
 
 
 def _table_rows(table, words: list[tuple]) -> list[list[str]] | None:
