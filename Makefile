@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-vllm up services bench lint migrate clean
+.PHONY: venv demo test test-vllm up services bench lint migrate clean k8s
 
 $(BIN)/.installed: requirements/base.txt requirements/dev.txt
 	$(PY) -m venv $(VENV)
@@ -45,6 +45,10 @@ bench: venv services
 # ruff (rules in pyproject.toml) and the import layering (import-linter contracts in pyproject.toml).
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
+
+# Render + validate the Kubernetes manifests, their invariant tests, checkov (own venvs: .ci/k8s.sh).
+k8s:
+	bash .ci/k8s.sh
 
 clean:
 	rm -rf var .pytest_cache bench/results

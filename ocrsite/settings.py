@@ -31,6 +31,10 @@ VAR_DIR = Path(env_str("OCR_VAR_DIR", str(BASE_DIR / "var")))
 DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_secret("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver", "[::1]"])
+# Kubernetes probes (and an in-cluster scraper) address the pod by IP, so that IP is the Host they
+# send; the Deployment passes it in through the downward API. Only the pod's own address is added.
+if _pod_ip := env_str("POD_IP", ""):
+    ALLOWED_HOSTS.append(_pod_ip if ":" not in _pod_ip else f"[{_pod_ip}]")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -47,6 +51,7 @@ INSTALLED_APPS = [
     "axes",
     "apps.jobs",
     "apps.api",
+    "apps.webhooks",
     "django_prometheus",
 ]
 
@@ -229,7 +234,24 @@ CELERY_TASK_SEND_SENT_EVENT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": TaskName.SWEEP.value, "schedule": float(OCR_SWEEP_EVERY)},
+    "webhooks": {"task": TaskName.RESEND_LOST_WEBHOOKS.value, "schedule": float(OCR_SWEEP_EVERY)},
 }
+
+# --- Webhooks: signed job events to the integrator's callback URL ------------------------------
+# Deliveries retry with exponential backoff (base × 2^(n-1), capped) up to MAX_ATTEMPTS in all:
+# 12 attempts from 30 s to a 1 h cap spread over about five hours.
+OCR_WEBHOOK_MAX_ATTEMPTS = env_int("OCR_WEBHOOK_MAX_ATTEMPTS", 12)
+OCR_WEBHOOK_BACKOFF_S = env_float("OCR_WEBHOOK_BACKOFF_S", 30.0)
+OCR_WEBHOOK_BACKOFF_MAX_S = env_float("OCR_WEBHOOK_BACKOFF_MAX_S", 3600.0)
+OCR_WEBHOOK_TIMEOUT_S = env_float("OCR_WEBHOOK_TIMEOUT_S", 10.0)
+OCR_WEBHOOK_MAX_RESPONSE_BYTES = env_int("OCR_WEBHOOK_MAX_RESPONSE_BYTES", 64 * 1024)
+# CIDRs a callback may reach although they are not public (loopback, private, link-local...):
+# e.g. "10.20.0.0/16" for an in-cluster receiver. Empty: public addresses only.
+OCR_WEBHOOK_ALLOW_NETS = env_list("OCR_WEBHOOK_ALLOW_NETS", [])
+# After a rotation the old secret keeps signing (alongside the new one) this long.
+OCR_WEBHOOK_ROTATION_OVERLAP_H = env_int("OCR_WEBHOOK_ROTATION_OVERLAP_H", 24)
+# The API's public origin (https://ocr.example.com), for the links in webhook events.
+OCR_PUBLIC_URL = env_str("OCR_PUBLIC_URL", "").rstrip("/")
 
 # --- REST API ----------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -26,6 +26,8 @@ class TaskName(StrEnum):
     RECOGNIZE = "workers.recognize"
     ASSEMBLE = "workers.assemble"
     SWEEP = "workers.sweep"
+    DELIVER_WEBHOOK = "workers.deliver_webhook"
+    RESEND_LOST_WEBHOOKS = "workers.resend_lost_webhooks"
 
 
 ROUTES: dict[TaskName, Queue] = {
@@ -34,10 +36,19 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.RECOGNIZE: Queue.OCR,
     TaskName.ASSEMBLE: Queue.CPU,
     TaskName.SWEEP: Queue.CPU,
+    TaskName.DELIVER_WEBHOOK: Queue.CPU,
+    TaskName.RESEND_LOST_WEBHOOKS: Queue.CPU,
 }
 
 # The modules that define the tasks above, imported by every worker (and by the embedded CLI).
-TASK_MODULES = ("workers.ingest", "workers.layout", "workers.recognition", "workers.assembly", "workers.sweep")
+TASK_MODULES = (
+    "workers.ingest",
+    "workers.layout",
+    "workers.recognition",
+    "workers.assembly",
+    "workers.sweep",
+    "workers.webhooks",
+)
 
 
 class JobEngine(StrEnum):
@@ -116,3 +127,9 @@ class ErrorCode(StrEnum):
     RATE_POLLS = "rate:polls"
     QUOTA_PAGES_PER_DAY = "quota:pages-per-day"
     BUSY_BACKPRESSURE = "busy:backpressure"
+    # Webhook deliveries (the delivery log's error column).
+    WEBHOOK_ADDRESS_REFUSED = "webhook:address-refused"  # loopback/private/link-local/metadata, not allow-listed
+    WEBHOOK_DNS = "webhook:dns"
+    WEBHOOK_CONNECT = "webhook:connect"
+    WEBHOOK_TIMEOUT = "webhook:timeout"
+    WEBHOOK_HTTP_STATUS = "webhook:http-status"  # the receiver answered other than 2xx

@@ -18,10 +18,14 @@ from pathlib import Path
 
 import pytest
 import redis
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+
+from apps.api.models import TenantAPIKey
+from tests.queues import Broker
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data" / "dev"
@@ -181,3 +185,25 @@ def upload(api: APIClient, path: Path | str, name: str | None = None, data: byte
     fh = io.BytesIO(payload)
     fh.name = name or Path(path).name
     return api.post("/api/v1/jobs", {"file": fh, **fields}, format="multipart")
+
+
+class LiveApi:
+    """The web app served over real HTTP (pytest-django's ``live_server``) with a real worker behind
+    it, and an API key for a fresh tenant: what the client, CLI and MCP servers talk to."""
+
+    def __init__(self, url: str, tenant: str, key: str) -> None:
+        self.url = url
+        self.tenant = tenant
+        self.key = key
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "OCR_BASE_URL": self.url, "OCR_API_KEY": self.key, "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture
+def live_api(live_server, worker, transactional_db, redis_client) -> Iterator[LiveApi]:
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    _, key = TenantAPIKey.objects.create_key(name=tenant, tenant=tenant)
+    yield LiveApi(live_server.url, tenant, key)
+    # The database is flushed after the test: the worker must be done writing to it first.
+    Broker(current_app, redis_client).wait_idle()

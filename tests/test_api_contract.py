@@ -32,7 +32,7 @@ def _error(resp, status: int, code: str) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_seed_process_and_status(api, worker):
-    """POST /process → {task_id, status}; GET /status/{task_id} until completed with the result."""
+    """POST /process → {task_id, status}; GET /status/{task_id} until done with the result."""
     buf = io.BytesIO()
     Image.open(dev_file("phototest.tif")).save(buf, format="PNG")
     buf.seek(0)
@@ -44,11 +44,11 @@ def test_seed_process_and_status(api, worker):
     deadline = time.monotonic() + 180
     while True:
         status = api.get(f"/status/{body['task_id']}").json()
-        if status["status"] in ("completed", "failed") or time.monotonic() > deadline:
+        if status["status"] in ("done", "failed") or time.monotonic() > deadline:
             break
         assert status["status"] in ("queued", "processing") and status["result"] is None
         time.sleep(0.25)
-    assert status["status"] == "completed", status
+    assert status["status"] == "done", status
     assert status["error"] is None
     assert "lazy fox" in status["result"]["markdown"].lower()
     layout = status["result"]["layout"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import models
 from rest_framework_api_key.admin import APIKeyModelAdmin
 from rest_framework_api_key.models import APIKey
 
@@ -19,3 +20,5 @@ class TenantAPIKeyAdmin(APIKeyModelAdmin):
     list_display = [*APIKeyModelAdmin.list_display, "tenant"]
     list_filter = ("tenant", "revoked", "created")
     search_fields = ("name", "prefix", "tenant")
+    # A webhook URL typed without a scheme is taken as https (Django 6's default; no plaintext guess).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

@@ -16,6 +16,13 @@ class TenantAPIKey(AbstractAPIKey):
         help_text="The tenant this key acts for; jobs, throttles and quotas are counted per tenant.",
     )
 
+    webhook_url = models.URLField(
+        max_length=2000,
+        blank=True,
+        default="",
+        help_text="Default callback for jobs this key submits (a request's callback_url overrides it).",
+    )
+
     class Meta(AbstractAPIKey.Meta):
         verbose_name = "API key"
         verbose_name_plural = "API keys"

@@ -16,6 +16,16 @@ class JobCreateSerializer(serializers.Serializer):
         default="auto",
         help_text="auto: born-digital pages use their text layer; force: OCR every page",
     )
+    callback_url = serializers.URLField(
+        required=False,
+        max_length=2000,
+        help_text="POST a signed event (Standard Webhooks) here when the job is done, failed or cancelled",
+    )
+
+    def validate_callback_url(self, value: str) -> str:
+        if not value.lower().startswith(("http://", "https://")):
+            raise serializers.ValidationError("callback_url must be an http or https URL")
+        return value
 
 
 class ErrorSerializer(serializers.Serializer):

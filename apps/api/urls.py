@@ -12,6 +12,7 @@ router.register("api/v1/jobs", views.JobViewSet, basename="job")
 urlpatterns = [
     path("process", views.process, name="seed-process"),
     path("status/<uuid:task_id>", views.seed_status, name="seed-status"),
+    path("health", views.health, name="seed-health"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     *router.urls,

@@ -65,13 +65,17 @@ def accept_upload(request: Request) -> Job:
             400, ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY, "Idempotency-Key must be 1-255 printable ASCII characters"
         )
     tenant = tenant_of(request)
+    options = {"ocr": serializer.validated_data.get("ocr", "auto")}
+    callback = serializer.validated_data.get("callback_url") or getattr(request.auth, "webhook_url", "")
+    if callback:
+        options["callback_url"] = callback
     try:
         return services.submit(
             services.Upload(stream=upload.file, filename=upload.name or "", size=upload.size),
             owner=owner_of(request),
             tenant=tenant,
             engine=serializer.validated_data.get("engine"),
-            options={"ocr": serializer.validated_data.get("ocr", "auto")},
+            options=options,
             idempotency_key=key,
             admit=admission(tenant),
         )
@@ -163,15 +167,29 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
 
 # --- seed-compatible endpoints for clients of the course's gateway ------------------------------
+# The gateway (neural-maze/production-ocr-course, client_rt_producer) speaks four statuses, an
+# ``error`` string and a ``result`` {markdown, layout}; its clients poll until ``done`` or
+# ``failed``. The gateway has no cancel, so a cancelled job reads as ``failed`` with an error
+# string naming ``job:cancelled``: a fifth status would leave those clients polling forever.
 
 _SEED_STATUS = {
     Job.Status.QUEUED: "queued",
     Job.Status.RUNNING: "processing",
     Job.Status.ASSEMBLING: "processing",
-    Job.Status.DONE: "completed",
+    Job.Status.DONE: "done",
     Job.Status.FAILED: "failed",
-    Job.Status.CANCELLED: "cancelled",
+    Job.Status.CANCELLED: "failed",
 }
+
+
+def seed_error(job: Job) -> str | None:
+    """The gateway's ``error`` is one string; ours keeps the stable code at its front."""
+    if job.status == Job.Status.CANCELLED:
+        return f"{ErrorCode.JOB_CANCELLED}: the job was cancelled"
+    if job.status != Job.Status.FAILED:
+        return None
+    code = job.error_code or ErrorCode.PAGE_FAILED
+    return f"{code}: {job.error_message}" if job.error_message else str(code)
 
 
 @extend_schema(
@@ -196,13 +214,16 @@ def seed_status(request: Request, task_id: str) -> Response:
         raise ApiError(404, ErrorCode.JOB_NOT_FOUND, "no such task")
     result = None
     if job.status == Job.Status.DONE:
+        if not job.result_markdown or not job.result_json:
+            raise ApiError(410, ErrorCode.JOB_RESULT_PURGED, "the result was purged")
         with default_storage.open(job.result_markdown.name, "rb") as fh:
             markdown = fh.read().decode()
         with default_storage.open(job.result_json.name, "rb") as fh:
             layout = json.loads(fh.read())["pages"]
         result = {"markdown": markdown, "layout": layout}
-    error = {"code": job.error_code, "message": job.error_message} if job.error_code else None
-    return Response({"task_id": str(job.pk), "status": _SEED_STATUS[job.status], "result": result, "error": error})
+    return Response(
+        {"task_id": str(job.pk), "status": _SEED_STATUS[job.status], "result": result, "error": seed_error(job)}
+    )
 
 
 # --- probes ------------------------------------------------------------------------------------
@@ -215,6 +236,15 @@ def seed_status(request: Request, task_id: str) -> Response:
 @permission_classes([AllowAny])
 def healthz(request: Request) -> JsonResponse:
     return JsonResponse({"status": "ok"})
+
+
+@extend_schema(exclude=True)
+@api_view(["GET"])
+@authentication_classes([])
+@permission_classes([AllowAny])
+def health(request: Request) -> HttpResponse:
+    """The course gateway's liveness probe: 200 with an empty body, as its Rust handler answers."""
+    return HttpResponse(status=200)
 
 
 @extend_schema(exclude=True)

