@@ -96,7 +96,7 @@ def test_json_and_markdown_carry_the_grid():
 
 PAGES = ["table_page_2305.03393v1-pg9.pdf", "table_nics-background-checks-2015-11.pdf"]
 # Thresholds a little under the measured figures (README, "Tables"); the target is 0.90.
-BORN_DIGITAL_MIN = {PAGES[0]: (0.90, 0.90), PAGES[1]: (0.85, 0.88)}
+BORN_DIGITAL_MIN = {PAGES[0]: (0.90, 0.90), PAGES[1]: (0.95, 0.95)}
 
 
 def _truth(name: str) -> str:
