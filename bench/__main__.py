@@ -13,9 +13,10 @@ BENCHMARKS = {
     "p3": ("bench.p3", "run", "text-layer fast path vs OCR path, per page"),
     "p1": ("bench.p1", "run", "pages/s through REST + Celery + Redis vs direct engine calls"),
     "p4": ("bench.p4", "run", "ingest: 64 concurrent 1 MB uploads vs a minimal Starlette endpoint"),
+    "tables": ("bench.tables_teds", "run", "TEDS of the dev table pages, born-digital and rasterised"),
     "p2tune": ("bench.p2", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
-DEFAULT = ("p2", "p3", "p1", "p4")
+DEFAULT = ("p2", "p3", "p1", "p4", "tables")
 
 
 def main(argv: list[str]) -> int:

@@ -33,24 +33,36 @@ def test_every_word_of_the_text_layer_once(name):
         assert score.f1 >= 0.99, (name, page.number, score)
 
 
+def _grid(text) -> dict[tuple[int, int], dict]:
+    return {(c["row"], c["col"]): c for c in text.table["cells"]}
+
+
 def test_table_split_into_rows_where_rulings_group_five_states():
-    """The NICS table is ruled every five states; each state is a row of its own."""
+    """The NICS table is ruled every five states; each state is a row of its own, its title
+    stays out of the grid, and its group headings span their sub-columns."""
     [(_, regions)] = _extract("table_nics-background-checks-2015-11.pdf")
-    tables = [text.text for box, text in regions if box.label == "table"]
-    assert len(tables) == 1
-    rows = tables[0].splitlines()
-    assert rows[1].startswith("|---|")
-    assert "| Alabama | 18,870 | 23,022 | 22,650 | 859 |" in tables[0]
-    assert "| Alaska | 209 | 3,062 | 3,209 | 191 |" in tables[0]
-    assert sum(1 for r in rows if r.startswith("| Wyoming |")) == 1
+    [text] = [text for box, text in regions if box.label == "table"]
+    cells = _grid(text)
+    rows = {}
+    for (r, _c), cell in sorted(cells.items()):
+        rows.setdefault(r, []).append(cell["text"])
+    assert text.text.startswith("NICS Firearm Background Checks November - 2015\n\n<table>")
+    assert rows[text.table["header_rows"]][:5] == ["Alabama", "18,870", "23,022", "22,650", "859"]
+    assert sum(1 for r in rows.values() if r[0] == "Wyoming") == 1
+    assert all(cell["bbox"] is not None for cell in cells.values() if cell["text"])
 
 
 def test_table_cells_keep_decimal_numbers_whole():
-    """find_tables' own cell text splits "0.965" into "0965" and "."; the page's words do not."""
+    """find_tables' own cell text splits "0.965" into "0965" and "."; the page's words do not.
+    The two-line header keeps its spans: "Language" down both lines, "TEDs" over three columns."""
     [(_, regions)] = _extract("table_page_2305.03393v1-pg9.pdf")
-    [table] = [text.text for box, text in regions if box.label == "table"]
-    assert "0.965" in table and "0965" not in table
-    assert table.splitlines()[0].startswith("| # enc-layers | # dec-layers | Language | TEDs |")
+    [text] = [text for box, text in regions if box.label == "table"]
+    assert "0.965" in text.text and "0965" not in text.text
+    cells = _grid(text)
+    assert text.table["header_rows"] == 2
+    assert cells[(0, 2)]["text"] == "Language" and cells[(0, 2)]["rowspan"] == 2
+    assert cells[(0, 3)]["text"] == "TEDs" and cells[(0, 3)]["colspan"] == 3
+    assert [cells[(2, c)]["text"] for c in range(3)] == ["6", "6", "OTSL HTML"]
 
 
 @pytest.mark.parametrize("rotation", [0, 90, 180, 270])
@@ -103,3 +115,36 @@ def test_order_metric_sees_what_the_bag_of_words_cannot():
     assert word_scores(shuffled, reference).f1 == 1.0
     assert order_scores(shuffled, reference).f1 < 0.6
     assert order_scores(reference, reference).f1 == 1.0
+
+
+@pytest.mark.parametrize("name", ["multi_page.pdf", "code_and_formula.pdf"])
+def test_prose_pages_give_no_table(name):
+    for _page, regions in _extract(name):
+        assert [box.label for box, _ in regions].count("table") == 0
+
+
+def test_whitespace_aligned_table_without_rulings():
+    """An expenditure listing aligned by spaces only, one description wrapping onto a second
+    line: a table of its rows, the wrapped line in its row, the prose above left as text."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((60, 60), "Quarterly expenditure report for the office, prose above the table.", fontsize=10)
+    rows = [
+        ("Doc No.", "Date", "Payee", "Description", "Amount"),
+        ("A-101", "01/02/15", "ACME CORP", "OFFICE SUPPLIES", "120.00"),
+        ("A-102", "01/05/15", "WIDGET LTD", "TRAVEL EXPENSES", "1,980.50"),
+        (None, None, None, "AND LODGING", None),
+        ("A-103", "01/09/15", "FOO INC", "PRINTING", "45.10"),
+    ]
+    for i, row in enumerate(rows):
+        for x, text in zip((60, 130, 200, 300, 450), row, strict=True):
+            if text:
+                page.insert_text((x, 100 + 14 * i), text, fontsize=9)
+    regions = textlayer.extract(page, 72, textlayer.TextLayerConfig())
+    [table] = [text for box, text in regions if box.label == "table"]
+    assert table.text.splitlines()[0] == "| Doc No. | Date | Payee | Description | Amount |"
+    assert "| A-102 | 01/05/15 | WIDGET LTD | TRAVEL EXPENSES AND LODGING | 1,980.50 |" in table.text
+    assert (table.table["rows"], table.table["cols"], table.table["header_rows"]) == (4, 5, 1)
+    assert [text.text for box, text in regions if box.label == "text"] == [
+        "Quarterly expenditure report for the office, prose above the table."
+    ]

@@ -290,3 +290,24 @@ def test_missing_base_url_fails_at_build_naming_the_setting():
     with pytest.raises(EngineError) as info:
         VllmRecognizer(VllmConfig(base_url=""))
     assert info.value.permanent and "VLLM_BASE_URL" in info.value.message
+
+
+def test_table_answer_gives_the_same_cell_grid_as_the_cpu_path():
+    """A VLM's HTML table becomes the JSON grid every path produces (no cell boxes: the model
+    gives none); the text kept is the model's HTML."""
+    html = (
+        "<table><tr><th rowspan='2'>Model</th><th colspan='2'>TEDS</th></tr>"
+        "<tr><th>simple</th><th>complex</th></tr><tr><td>OTSL</td><td>0.965</td><td>0.934</td></tr></table>"
+    )
+
+    def answers(body, n):
+        return Reply(text=html if prompt_of(body) == profiles.get("glm-ocr")["prompts"]["table"] else "words")
+
+    with OpenAIServer(answers) as server:
+        _text, table = recognizer(server, profile="glm-ocr").recognize(PAGE, REGIONS[:2]).texts
+    grid = table.table
+    assert (grid["rows"], grid["cols"], grid["header_rows"]) == (3, 3, 2)
+    cells = {(c["row"], c["col"]): c for c in grid["cells"]}
+    assert cells[(0, 0)]["rowspan"] == 2 and cells[(0, 1)]["colspan"] == 2
+    assert [cells[(2, c)]["text"] for c in range(3)] == ["OTSL", "0.965", "0.934"]
+    assert all(c["bbox"] is None for c in grid["cells"])

@@ -72,6 +72,7 @@ def page_dicts(job: Job) -> list[dict]:
                 "source": r.source,
                 "engine": r.engine,
                 "flags": r.flags,
+                "table": r.table,
             }
         )
     return [

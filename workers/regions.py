@@ -50,6 +50,7 @@ def create_region(
         engine=engine if text else "",
         flags=([f"{TASK_FLAG}{box.task}"] if box.task else []) + (list(text.flags) if text else []),
         latency_ms=text.latency_ms if text else None,
+        table=text.table if text else None,
     )
 
 
@@ -58,6 +59,7 @@ def apply_text(region: Region, text: RegionText, engine: str) -> None:
     region.confidence = text.confidence
     region.flags = [f for f in region.flags if str(f).startswith(TASK_FLAG)] + list(text.flags)
     region.latency_ms = text.latency_ms
+    region.table = text.table
     region.engine = engine
     # A region the recognizer could not read fails alone, with its code; the page goes on.
     region.status = Region.Status.FAILED if text.error else Region.Status.DONE
@@ -70,6 +72,7 @@ def apply_text(region: Region, text: RegionText, engine: str) -> None:
             "confidence",
             "flags",
             "latency_ms",
+            "table",
             "engine",
             "status",
             "attempts",

@@ -165,6 +165,7 @@ class Region(models.Model):
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
+    table = models.JSONField(null=True, blank=True, help_text="a table region's grid: cells with text, box, spans")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

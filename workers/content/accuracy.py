@@ -10,6 +10,7 @@ punctuation at their edges, so "Word," and "word" agree, while "l" for "1" or a 
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from collections import Counter
@@ -22,6 +23,7 @@ _MD_LINE_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|>\s+|\$\$\s*$)", re.MUL
 _MD_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$", re.MULTILINE)
 # Typographic quotes and dashes print the same as their ASCII forms; OCR cannot tell them apart.
 _TYPOGRAPHIC = str.maketrans({"’": "'", "‘": "'", "‚": "'", "“": '"', "”": '"', "„": '"', "—": "-", "–": "-", "‐": "-"})
+_TABLE_TAG = re.compile(r"</?(?:table|thead|tbody|tr|td|th)\b[^>]*>", re.IGNORECASE)
 _EDGE_PUNCT = "\"'`.,;:!?()[]{}<>«»*_|~-"
 
 
@@ -38,7 +40,9 @@ class WordScore:
 def words(text: str) -> list[str]:
     """Normalised words of ``text``: NFKC, lower case, edge punctuation trimmed, empties dropped."""
     out = []
-    # A table cell border is never part of a word, even where no space separates them.
+    # A table cell border (a pipe or an HTML table tag) is never part of a word, even where no
+    # space separates them.
+    text = html.unescape(_TABLE_TAG.sub(" ", text))
     for raw in unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHIC).lower().replace("|", " ").split():
         word = raw.strip(_EDGE_PUNCT)
         # A dash between spaces, a lone bullet or a table pipe carries no word.
@@ -99,3 +103,16 @@ def json_text(result: dict) -> str:
             if region.get("text"):
                 parts.append(region["text"])
     return "\n".join(parts)
+
+
+def teds(predicted_html: str, truth_html: str, *, structure_only: bool = False) -> float:
+    """Tree-edit-distance similarity of two HTML tables (PubTabNet's TEDS, via
+    ``table-recognition-metric``): 1.0 for the same structure and cell texts. Header cells must
+    be written as ``<td>`` (``tables.to_html(..., th=False)``): the metric reads only ``td`` as
+    cells. Imported here, not at module level: it is a dev/bench dependency."""
+    from table_recognition_metric import TEDS
+
+    def page(table: str) -> str:  # the metric looks for body/table
+        return table if "<body" in table else f"<html><body>{table}</body></html>"
+
+    return TEDS(structure_only=structure_only)(page(predicted_html), page(truth_html))

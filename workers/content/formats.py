@@ -46,7 +46,12 @@ def to_markdown(pages: Sequence[dict[str, Any]]) -> str:
                 first_title_done = True
                 blocks.append(f"{level} {_one_line(text)}")
             elif label == "table":
-                blocks.append(text if _is_markdown_table(text) else f"```text\n{text}\n```")
+                # A title above the grid and notes under it are paragraphs of their own.
+                parts = text.split("\n\n")
+                if any(_is_markdown_table(p) or _is_html_table(p) for p in parts):
+                    blocks.extend(p if _is_markdown_table(p) or _is_html_table(p) else paragraph(p) for p in parts)
+                else:
+                    blocks.append(f"```text\n{text}\n```")
             elif label == "equation":
                 blocks.append(f"$$\n{text}\n$$")
             elif label in ("figure_caption", "table_caption"):
@@ -83,6 +88,7 @@ def to_json(job: dict[str, Any], pages: Sequence[dict[str, Any]]) -> str:
                         "source": r.get("source", page["source"]),
                         "engine": r.get("engine", ""),
                         "flags": r.get("flags", []),
+                        **({"table": r["table"]} if r.get("table") else {}),
                     }
                     for r in page["regions"]
                 ],
@@ -126,6 +132,11 @@ def _one_line(text: str) -> str:
 def _is_markdown_table(text: str) -> bool:
     lines = text.strip().splitlines()
     return len(lines) >= 2 and lines[0].startswith("|") and set(lines[1].replace("|", "").strip()) <= set("-: ")
+
+
+def _is_html_table(text: str) -> bool:
+    # A table with spanning cells is HTML; a caption found above the grid may precede it.
+    return "<table>" in text and text.rstrip().endswith("</table>")
 
 
 def _neighbour_caption(regions: Sequence[dict[str, Any]], i: int, label: str) -> str:

@@ -61,6 +61,9 @@ class RegionText:
     latency_ms: int | None = None
     # (code, message) when this region could not be read though the page as a whole could.
     error: tuple[str, str] | None = None
+    # A table region's grid (``workers.content.tables.to_dict``): rows × columns of cells with
+    # their text, box and spans.
+    table: dict | None = None
 
 
 @dataclass(frozen=True)

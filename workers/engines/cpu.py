@@ -13,11 +13,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ocrsite.vocabulary import ErrorCode
+from workers.content import tables
 from workers.engines.base import (
     LABELS,
     EngineError,
@@ -49,6 +50,9 @@ class CpuRecognizerConfig:
     rec_batch: int = 16
     use_cls: bool = False
     text_score: float = 0.5
+    # rapidocr keeps at most this many detected text boxes per page (its default, 1000, silently
+    # dropped the top quarter of the NICS statistics table: ~1,500 cells).
+    det_max_candidates: int = 5000
 
 
 def _ort_engine_cfg(threads: int) -> dict:
@@ -109,6 +113,7 @@ class RapidOcrRecognizer:
                 "Global.text_score": config.text_score,
                 "Det.limit_side_len": config.det_limit_side,
                 "Det.limit_type": config.det_limit_type,
+                "Det.max_candidates": config.det_max_candidates,
                 "Rec.rec_batch_num": config.rec_batch,
                 "EngineConfig.onnxruntime.intra_op_num_threads": threads,
                 "EngineConfig.onnxruntime.inter_op_num_threads": 1,
@@ -134,10 +139,24 @@ class RapidOcrRecognizer:
         started = time.perf_counter()
         lines = self.read_lines(image)
         recognition = assign_lines(lines, regions)
+        for i, region in enumerate(regions):
+            if region.label == "table":
+                recognition.texts[i] = table_text(recognition.texts[i])
         elapsed = int((time.perf_counter() - started) * 1000)
         # The pass is shared by the page; each region reports the page's latency.
-        recognition.texts[:] = [RegionText(t.text, t.confidence, t.lines, t.flags, elapsed) for t in recognition.texts]
+        recognition.texts[:] = [replace(t, latency_ms=elapsed) for t in recognition.texts]
         return recognition
+
+
+def table_text(text: RegionText) -> RegionText:
+    """A table region's OCR lines as a grid: Markdown (HTML when cells span) and the cells.
+    Lines that form no grid stay as they were read."""
+    words = [tables.Word(*line.bbox, line.text) for line in text.lines]
+    # OCR lines are whole phrases, so a narrow gap already separates columns.
+    grid = tables.grid_from_words(words, min_gap=0.15)
+    if grid is None:
+        return text
+    return replace(text, text=tables.region_text(grid), table=tables.to_dict(grid))
 
 
 _NOT_TEXT_HOLDERS = frozenset({"figure"})

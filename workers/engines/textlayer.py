@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pymupdf
 
+from workers.content import tables
 from workers.engines.base import LayoutBox, RegionText, TextLine
 from workers.engines.geometry import best_container
 
@@ -76,9 +77,11 @@ def extract(page: pymupdf.Page, dpi: int, config: TextLayerConfig) -> list[tuple
         text = "\n".join(line.text for line in lines)
         regions.append((LayoutBox(label=label, bbox=bbox, score=1.0), RegionText(text, 1.0, tuple(lines))))
 
-    for (bbox, markdown), lines in zip(tables, table_lines, strict=True):
+    for (bbox, markdown, grid), lines in zip(tables, table_lines, strict=True):
         text = markdown or "\n".join(line.text for line in lines)
-        regions.append((LayoutBox(label="table", bbox=bbox, score=1.0), RegionText(text, 1.0, tuple(lines))))
+        regions.append(
+            (LayoutBox(label="table", bbox=bbox, score=1.0), RegionText(text, 1.0, tuple(lines), table=grid))
+        )
     return regions
 
 
@@ -99,27 +102,126 @@ def _label(bbox, size: float, bold: bool, n_lines: int, body: float, height: flo
 
 def _tables(
     page: pymupdf.Page, config: TextLayerConfig, scale: float
-) -> list[tuple[tuple[float, float, float, float], str]]:
+) -> list[tuple[tuple[float, float, float, float], str, dict | None]]:
     if config.tables == "off":
         return []
     if config.tables == "auto":
         rulings = sum(1 for d in page.get_drawings() for item in d["items"] if item[0] in ("l", "re"))
         if rulings < 6:
-            return []
+            return _whitespace_tables(page, scale)
     try:
         found = page.find_tables()
     except Exception:  # a malformed drawing stream must not fail the page; the text still comes out
         return []
     words = page.get_text("words")
+    h_rules, v_rules = _rulings(page)
     out = []
     for table in found.tables:
         if table.row_count < 2 or table.col_count < 2:
             continue
+        grid = _grid(table.bbox, words, h_rules, v_rules, scale, page.rotation_matrix)
+        if grid is not None:
+            out.append((_px(table.bbox, scale, page.rotation_matrix), *grid))
+            continue
         rows = _table_rows(table, words)
         if rows is None:
             continue  # its words stay in ordinary text blocks
-        out.append((_px(table.bbox, scale, page.rotation_matrix), _markdown_table(rows)))
+        out.append((_px(table.bbox, scale, page.rotation_matrix), _markdown_table(rows), None))
     return out
+
+
+# A whitespace table: at least this many consecutive lines of at least this many short phrases.
+_WS_MIN_LINES, _WS_MIN_PHRASES, _WS_MAX_PHRASE_CHARS = 3, 3, 40
+
+
+def _whitespace_tables(page: pymupdf.Page, scale: float) -> list[tuple[tuple, str, dict | None]]:
+    """Tables aligned by whitespace alone, on pages without ruling lines: runs of lines split
+    into three or more short phrases by wide gaps, whose grid fills most of its cells. Prose in
+    two columns gives two phrases a line, and columns of prose give long phrases, so neither
+    makes a table."""
+    # On the page as displayed (a page stored with /Rotate has its lines across the stored axes).
+    shown = page.rotation_matrix
+    displayed = [(pymupdf.Rect(w[:4]) * shown).normalize() for w in page.get_text("words")]
+    found = tables.phrases(
+        [tables.Word(r.x0, r.y0, r.x1, r.y1, w[4]) for r, w in zip(displayed, page.get_text("words"), strict=True)]
+    )
+    if not found:
+        return []
+    height = statistics.median(w.h for w in found)
+    lines: list[list[tables.Word]] = []
+    for w in sorted(found, key=lambda w: w.cy):
+        if lines and abs(w.cy - statistics.fmean(x.cy for x in lines[-1])) < 0.45 * height:
+            lines[-1].append(w)
+        else:
+            lines.append([w])
+    runs: list[list[list[tables.Word]]] = []
+    current: list[list[tables.Word]] = []
+    for line in lines:
+        short = max(len(w.text) for w in line) <= _WS_MAX_PHRASE_CHARS
+        near = bool(current) and min(w.y0 for w in line) - max(w.y1 for w in current[-1]) < 1.5 * height
+        if short and len(line) >= _WS_MIN_PHRASES:
+            if current and not near:
+                runs.append(current)
+                current = []
+            current.append(line)
+        elif short and near:
+            current.append(line)  # a wrapped cell's next line
+        else:
+            if current:
+                runs.append(current)
+            current = []
+    if current:
+        runs.append(current)
+    out = []
+    for run in runs:
+        if sum(len(l) >= _WS_MIN_PHRASES for l in run) < _WS_MIN_LINES:
+            continue
+        inside = [w for l in run for w in l]
+        x0, y0 = min(w.x0 for w in inside), min(w.y0 for w in inside)
+        x1, y1 = max(w.x1 for w in inside), max(w.y1 for w in inside)
+        grid = tables.grid_from_words(inside, min_gap=0.5)
+        if grid is None or grid.n_cols < _WS_MIN_PHRASES or grid.caption or grid.notes:
+            continue
+        filled = sum(1 for c in grid.cells if c.text) / max(1, len(grid.cells))
+        if filled < 0.6:
+            continue
+        for cell in grid.cells:
+            if cell.bbox is not None:
+                cell.bbox = tuple(v * scale for v in cell.bbox)
+        out.append((tuple(v * scale for v in (x0, y0, x1, y1)), tables.to_markdown(grid), tables.to_dict(grid)))
+    return out
+
+
+def _rulings(page: pymupdf.Page) -> tuple[list, list]:
+    """Thin drawn lines and rectangles: horizontal ones (under group headings) and vertical
+    ones (between columns)."""
+    h_rules, v_rules = [], []
+    for d in page.get_drawings():
+        for item in d["items"]:
+            if item[0] == "l":
+                r = pymupdf.Rect(item[1], item[2]).normalize()
+            elif item[0] == "re":
+                r = pymupdf.Rect(item[1]).normalize()
+            else:
+                continue
+            if r.height <= 2 and r.width > 4:
+                h_rules.append(tuple(r))
+            elif r.width <= 2 and r.height > 4:
+                v_rules.append(tuple(r))
+    return h_rules, v_rules
+
+
+def _grid(bbox, words, h_rules, v_rules, scale: float, shown) -> tuple[str, dict] | None:
+    """The table's grid rebuilt from the words printed inside it (``tables.grid_from_words``):
+    every word lands in exactly one cell, so the table quotes the page."""
+    inside = [tables.Word(*w[:5]) for w in words if _centre_in(w, bbox)]
+    grid = tables.grid_from_words(tables.phrases(inside), h_rules=h_rules, v_rules=v_rules, min_gap=0.5)
+    if grid is None:
+        return None
+    for cell in grid.cells:
+        if cell.bbox is not None:
+            cell.bbox = _px(cell.bbox, scale, shown)
+    return tables.region_text(grid), tables.to_dict(grid)
 
 
 def _table_rows(table, words: list[tuple]) -> list[list[str]] | None:

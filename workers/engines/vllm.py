@@ -38,6 +38,7 @@ import numpy as np
 import openai
 
 from ocrsite.vocabulary import ErrorCode
+from workers.content import tables
 from workers.engines import profiles, vlm_output
 from workers.engines.base import NOT_READ_TASKS, EngineError, LayoutBox, Recognition, RegionText
 
@@ -322,7 +323,10 @@ class VllmRecognizer:
         if answer.error:
             return RegionText("", flags=("vlm-failed",), latency_ms=answer.latency_ms or None, error=answer.error)
         text, flags = vlm_output.clean(answer.text, task=task, finish_reason=answer.finish_reason)
-        return RegionText(text, flags=tuple(flags), latency_ms=answer.latency_ms)
+        grid = tables.parse_markup(text) if task == "table" and "table-invalid" not in flags else None
+        return RegionText(
+            text, flags=tuple(flags), latency_ms=answer.latency_ms, table=tables.to_dict(grid) if grid else None
+        )
 
     def _raise_if_all_transient(self, answers: Sequence[_Answer]) -> None:
         """Every region failing transiently means the server is down or drowning: retry the page
