@@ -148,3 +148,35 @@ def test_whitespace_aligned_table_without_rulings():
     assert [text.text for box, text in regions if box.label == "text"] == [
         "Quarterly expenditure report for the office, prose above the table."
     ]
+
+
+def test_ruled_header_over_whitespace_body():
+    """The expenditure-report shape: the header row boxed and ruled, the body aligned by spaces
+    only, a description wrapping onto a second line. Every row keeps its own cells (the failure
+    this guards against put the whole body into one cell under a ruled header)."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    xs = (60, 120, 180, 260, 310, 360, 500)
+    page.draw_rect(pymupdf.Rect(55, 80, 560, 98), color=(0, 0, 0), width=0.5)
+    for x in xs[1:]:
+        page.draw_line((x - 5, 80), (x - 5, 98), color=(0, 0, 0), width=0.5)
+    for x, head in zip(xs, ("DOC NO.", "DATE", "PAYEE", "START", "END", "DESCRIPTION", "AMOUNT"), strict=True):
+        page.insert_text((x, 93), head, fontsize=7)
+    rows = [
+        ("A1001", "01/02/15", "ACME CORP", "01/01/15", "01/31/15", "OFFICE SUPPLIES", "120.00"),
+        ("A1002", "01/05/15", "WIDGET LTD", "01/01/15", "01/31/15", "TRAVEL EXPENSES", "1,980.50"),
+        (None, None, None, None, None, "AND LODGING", None),
+        ("A1003", "01/09/15", "FOO INC", "01/01/15", "12/31/15", "PRINTING", "45.10"),
+    ]
+    for i, row in enumerate(rows):
+        for x, text in zip(xs, row, strict=True):
+            if text:
+                page.insert_text((x, 112 + 12 * i), text, fontsize=7)
+    page.draw_line((55, 165), (560, 165), color=(0, 0, 0), width=0.5)
+    [table] = [text for box, text in textlayer.extract(page, 72, textlayer.TextLayerConfig()) if box.label == "table"]
+    lines = table.text.splitlines()
+    assert lines[0] == "| DOC NO. | DATE | PAYEE | START | END | DESCRIPTION | AMOUNT |"
+    assert (
+        lines[3] == "| A1002 | 01/05/15 | WIDGET LTD | 01/01/15 | 01/31/15 | TRAVEL EXPENSES AND LODGING | 1,980.50 |"
+    )
+    assert (table.table["rows"], table.table["cols"]) == (4, 7)
