@@ -98,6 +98,10 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_secret("DATABASE_URL", f"sqlite:///{VAR_DIR / 'ocr.sqlite3'}"),
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+        # A reused connection the server dropped (a restart, a failover, an idle timeout) is found
+        # by a cheap query at its first use in each request or task and replaced, instead of
+        # failing that request.
+        conn_health_checks=env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -6,6 +6,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from apps.jobs.views import metrics
 
+# An exception no view handled: a lost database answers 503 busy:database, anything else 500.
+handler500 = "apps.api.errors.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics, name="metrics"),

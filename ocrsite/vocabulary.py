@@ -131,6 +131,7 @@ class ErrorCode(StrEnum):
     QUOTA_PAGES_PER_DAY = "quota:pages-per-day"
     BUSY_BACKPRESSURE = "busy:backpressure"
     BUSY_UNAVAILABLE = "busy:unavailable"  # Redis (broker, limits' counters) unreachable
+    BUSY_DATABASE = "busy:database"  # PostgreSQL unreachable (down, restarting, out of connections)
     # Webhook deliveries (the delivery log's error column).
     WEBHOOK_ADDRESS_REFUSED = "webhook:address-refused"  # loopback/private/link-local/metadata, not allow-listed
     WEBHOOK_DNS = "webhook:dns"

@@ -6,9 +6,12 @@ Codes are stable strings clients can branch on; messages are for people.
 from __future__ import annotations
 
 import logging
+import sys
 
 import redis
-from django.http import Http404
+from django.db import InterfaceError, OperationalError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from kombu.exceptions import OperationalError as BrokerError
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -64,6 +67,24 @@ _UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
 UNAVAILABLE_RETRY_AFTER = 5
 
 
+# PostgreSQL out of reach: connection refused or dropped, the server shutting down, crashed or
+# still in crash recovery, or out of connection slots. The psycopg error Django wraps says which
+# (no SQLSTATE: the client library lost the socket). A query's own failure (a deadlock, a
+# statement timeout) is not this and stays a 500.
+_UNREACHABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+DATABASE_RETRY_AFTER = 5
+_DATABASE_MESSAGE = "the database is unreachable for a moment; retry later"
+
+
+def database_unreachable(exc: BaseException | None) -> bool:
+    if isinstance(exc, InterfaceError):  # a connection already closed under Django
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in _UNREACHABLE_SQLSTATES
+
+
 def exception_handler(exc, context):
     if isinstance(exc, _UNAVAILABLE):
         log.warning("refused while Redis is unreachable: %s", exc)
@@ -72,6 +93,11 @@ def exception_handler(exc, context):
             ErrorCode.BUSY_UNAVAILABLE,
             "the queue is unreachable for a moment; retry later",
             headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)},
+        )
+    elif database_unreachable(exc):
+        log.warning("refused while PostgreSQL is unreachable: %s", exc)
+        exc = ApiError(
+            503, ErrorCode.BUSY_DATABASE, _DATABASE_MESSAGE, headers={"Retry-After": str(DATABASE_RETRY_AFTER)}
         )
     response = drf_exception_handler(exc, context)
     if response is None:
@@ -92,3 +118,14 @@ def exception_handler(exc, context):
     if response.status_code == status.HTTP_401_UNAUTHORIZED and "WWW-Authenticate" not in response:
         response["WWW-Authenticate"] = "Token"
     return response
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: an exception nothing else handled, in a middleware (sessions, auth, axes),
+    a plain Django view or the admin. A lost database is a 503 there too, so no path answers 500
+    while PostgreSQL restarts; anything else keeps Django's 500 page."""
+    if database_unreachable(sys.exc_info()[1]):
+        response = JsonResponse(error_body(ErrorCode.BUSY_DATABASE, _DATABASE_MESSAGE), status=503)
+        response["Retry-After"] = str(DATABASE_RETRY_AFTER)
+        return response
+    return defaults.server_error(request)
