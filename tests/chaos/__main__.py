@@ -1,11 +1,13 @@
 """Fault tests of the real stack: ``python -m tests.chaos [--size ci|full]`` (``make test-chaos``).
 
 Starts its own stack beside anything else on the machine: a Redis on a free port (no
-persistence, so a kill loses every message), a fresh PostgreSQL database (``ocr_chaos`` on the
-server of CHAOS_DATABASE_URL), gunicorn on a free port, one Celery worker per queue (cpu,
-layout, ocr) and beat with a 5 s sweep. Then, while clients submit a mix of born-digital PDFs
-(1-3 pages, each page carrying its document's own token) and scans (1-2 pages of the
-phototest scan) and poll them:
+persistence, so a kill loses every message), a PostgreSQL cluster of its own (initdb into a temp
+dir, a free port, run as the ``postgres`` user when we are root; the server binaries come from
+/usr/lib/postgresql/<version>/bin or CHAOS_PG_BIN), gunicorn on a free port, one Celery worker
+per queue (cpu, layout, ocr) and beat with a 5 s sweep. Web and workers keep persistent
+database connections with health checks, as deployed. Then, while clients submit a mix of
+born-digital PDFs (1-3 pages, each page carrying its document's own token) and scans (1-2 pages
+of the phototest scan) and poll them:
 
 - R1 load: every job must end ``done``; each result holds its own document's text and no
   other's, each page once, no region twice.
@@ -14,10 +16,15 @@ phototest scan) and poll them:
 - R3 broker loss: Redis SIGKILLed mid-run and restarted empty. The API answers 503
   ``busy:unavailable`` while it is down (clients retry with the same Idempotency-Key); whatever it
   accepted (202) must complete, through the sweep for messages Redis lost.
+- PostgreSQL crash: once 65 % of the jobs are accepted and Redis is back, every process of the
+  server is SIGKILLed (no shutdown checkpoint, connections cut), kept down for pg_outage_s and
+  started again on the same port and data directory (crash recovery). Web, workers and beat are
+  not restarted: the API answers 503 ``busy:database`` meanwhile (clients retry), tasks that hit
+  the outage retry and then the sweep re-sends them, and every accepted job must complete.
 
-Exit status 0 only when nothing was lost; the figures are printed and written as JSON to
-tests/artifacts/chaos/report.json. Not covered here: R4 (VLM outage) and a PostgreSQL restart
-(the dev box's server is shared; restarting it would disturb everyone else).
+Every answer's status is counted (a 503 with its code), over the run and per outage; any 5xx but
+a 503 fails the run. Exit status 0 only when nothing was lost; the figures are printed and
+written as JSON to tests/artifacts/chaos/report.json. R4 (VLM outage) is tests/test_vlm_outage.py.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import contextlib
 import io
 import json
 import os
+import pwd
 import queue
 import random
 import re
@@ -41,7 +49,6 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from urllib.parse import urlparse
 
 import psutil
 import psycopg
@@ -63,13 +70,29 @@ class Size:
     scan_share: float  # share of jobs that are scans (OCR); the rest are born-digital
     kill_every_s: float  # mean pause between kills
     outage_s: float  # how long Redis stays down
+    pg_outage_s: float  # how long PostgreSQL stays down
     drain_timeout_s: float
 
 
 SIZES = {
-    "ci": Size(jobs=60, clients=10, kills=6, scan_share=0.15, kill_every_s=4, outage_s=8, drain_timeout_s=600),
-    "full": Size(jobs=1000, clients=50, kills=20, scan_share=0.05, kill_every_s=10, outage_s=10, drain_timeout_s=2400),
+    "ci": Size(
+        jobs=60, clients=10, kills=6, scan_share=0.15, kill_every_s=4, outage_s=8, pg_outage_s=8, drain_timeout_s=600
+    ),
+    "full": Size(
+        jobs=1000,
+        clients=50,
+        kills=20,
+        scan_share=0.05,
+        kill_every_s=10,
+        outage_s=10,
+        pg_outage_s=20,
+        drain_timeout_s=2400,
+    ),
 }
+# When the faults strike: Redis once this share of the jobs is accepted, PostgreSQL once this share
+# is accepted and Redis is back (one outage at a time, so each one's refusals are its own).
+REDIS_AT = 0.4
+POSTGRES_AT = 0.65
 
 
 # --- documents ---------------------------------------------------------------------------------
@@ -157,21 +180,129 @@ def wait_port(port: int, timeout: float = 60) -> None:
     raise RuntimeError(f"nothing listens on {port} after {timeout}s")
 
 
+def postgres_bin() -> Path:
+    """The newest PostgreSQL server's bin directory (Debian's /usr/lib/postgresql/<version>/bin,
+    or CHAOS_PG_BIN); a clear exit when there is none."""
+    if os.environ.get("CHAOS_PG_BIN"):
+        candidates = [Path(os.environ["CHAOS_PG_BIN"])]
+    else:
+        versions = [p for p in Path("/usr/lib/postgresql").glob("*/bin") if p.parent.name.isdigit()]
+        candidates = sorted(versions, key=lambda p: int(p.parent.name), reverse=True)
+        if shutil.which("initdb"):
+            candidates.append(Path(shutil.which("initdb")).parent)
+    for bin_dir in candidates:
+        if (bin_dir / "initdb").exists() and (bin_dir / "postgres").exists():
+            return bin_dir
+    raise SystemExit(
+        "chaos: no PostgreSQL server binaries (initdb, postgres) under /usr/lib/postgresql/<version>/bin "
+        "or on PATH; the harness runs its own server to crash it. Install them (apt-get install "
+        "postgresql) or set CHAOS_PG_BIN to the directory holding them."
+    )
+
+
+class Postgres:
+    """A PostgreSQL cluster of this run's own (initdb into a temp dir, a free port on 127.0.0.1,
+    trust auth), so it can be crashed and restarted without touching any other server.
+
+    initdb and postgres refuse to run as root: as root they run as the ``postgres`` user."""
+
+    def __init__(self) -> None:
+        self.bin = postgres_bin()
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="ocr-chaos-pg-"))
+        self.data = self.dir / "data"
+        self.proc: subprocess.Popen | None = None
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            try:
+                owner = pwd.getpwnam("postgres")
+            except KeyError:
+                raise SystemExit("chaos: running as root needs a `postgres` user to run the server as") from None
+            os.chown(self.dir, owner.pw_uid, owner.pw_gid)
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+
+    def url(self, name: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
+
+    def init(self) -> None:
+        cmd = [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust"]
+        cmd += ["-E", "UTF8", "--locale=C", "--no-sync"]
+        out = subprocess.run(self.as_user + cmd, cwd=self.dir, capture_output=True, text=True, check=False)
+        if out.returncode:
+            raise RuntimeError(f"initdb failed: {out.stdout[-1000:]}{out.stderr[-2000:]}")
+
+    def start(self, timeout: float = 120) -> None:
+        """Start the server on its port and data directory; return once it accepts queries (after
+        crash recovery, on a restart)."""
+        log = (ARTIFACTS / "postgres.log").open("a")
+        cmd = [str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port)]
+        cmd += ["-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}"]
+        # fsync only matters if the machine itself goes down; a killed server loses nothing the
+        # kernel already holds, so crash recovery is the same without the cost on a shared box.
+        cmd += ["-c", "fsync=off", "-c", "max_connections=200"]
+        self.proc = subprocess.Popen(
+            self.as_user + cmd, cwd=self.dir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                psycopg.connect(self.url("postgres"), connect_timeout=2).close()
+                return
+            except psycopg.OperationalError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("PostgreSQL did not start; see tests/artifacts/chaos/postgres.log") from None
+                time.sleep(0.2)
+
+    def _processes(self) -> list[psutil.Process]:
+        try:
+            postmaster = psutil.Process(int((self.data / "postmaster.pid").read_text().split()[0]))
+            return [postmaster, *postmaster.children(recursive=True)]
+        except (OSError, ValueError, IndexError, psutil.NoSuchProcess):
+            return []
+
+    def crash(self) -> None:
+        """SIGKILL the postmaster and every backend at once, as when its machine or container is
+        killed: no shutdown checkpoint, open connections cut, crash recovery at the next start."""
+        procs = self._processes()
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(procs, timeout=30)
+        if self.proc is not None:
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        procs = self._processes()
+        if procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                procs[0].send_signal(signal.SIGINT)  # fast shutdown
+            _, alive = psutil.wait_procs(procs, timeout=30)
+            for proc in alive:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.kill()
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 class Stack:
     WORKERS = (("cpu", 2), ("layout", 1), ("ocr", 2))
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="ocr-chaos-"))
         self.redis_port = free_port()
         self.web_port = free_port()
-        self.database_url = database_url
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.postgres = Postgres()
+        self.database_url = self.postgres.url("ocr_chaos")
         self.procs: dict[str, subprocess.Popen] = {}
         self.redis: subprocess.Popen | None = None
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         self.env = {
             **os.environ,
-            "DATABASE_URL": database_url,
-            "DATABASE_CONN_MAX_AGE": "0",
+            # Persistent connections with health checks, as deployed (the settings' defaults): a
+            # restart of the server must not need a restart of web or workers.
+            "DATABASE_URL": self.database_url,
             "CELERY_BROKER_URL": f"redis://127.0.0.1:{self.redis_port}/0",
             "OCR_MEDIA_ROOT": str(self.tmp / "media"),
             "OCR_SWEEP_EVERY": "5",
@@ -207,12 +338,10 @@ class Stack:
 
     # PostgreSQL --------------------------------------------------------------------------------
     def fresh_database(self) -> None:
-        url = urlparse(self.database_url)
-        name = url.path.lstrip("/")
-        admin = url._replace(path="/postgres").geturl()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
+        self.postgres.init()
+        self.postgres.start()
+        with psycopg.connect(self.postgres.url("postgres"), autocommit=True) as conn:
+            conn.execute('CREATE DATABASE "ocr_chaos"')
         self.manage("migrate", "--verbosity", "0")
 
     def manage(self, *args: str) -> str:
@@ -261,6 +390,7 @@ class Stack:
                 os.killpg(proc.pid, signal.SIGKILL)
         if self.redis and self.redis.poll() is None:
             self.kill_redis()
+        self.postgres.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
@@ -268,14 +398,23 @@ class Stack:
 
 
 class Figures:
+    """What the clients got: each answer's status (a 503 with its code), over the whole run and
+    within the outage in progress when it came (``window``)."""
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.statuses: dict[str, int] = {}
-        self.errors = 0
+        self.window: str | None = None
+        self.windows: dict[str, dict[str, int]] = {}
+        self.last_seen: dict[str, float] = {}
 
     def count(self, what: str) -> None:
         with self.lock:
             self.statuses[what] = self.statuses.get(what, 0) + 1
+            self.last_seen[what] = time.monotonic()
+            if self.window:
+                seen = self.windows.setdefault(self.window, {})
+                seen[what] = seen.get(what, 0) + 1
 
 
 def request(session: requests.Session, figures: Figures, method: str, url: str, **kw) -> requests.Response | None:
@@ -284,7 +423,13 @@ def request(session: requests.Session, figures: Figures, method: str, url: str, 
     except requests.RequestException:
         figures.count("connection-error")
         return None
-    figures.count(str(resp.status_code))
+    what = str(resp.status_code)
+    if resp.status_code == 503:
+        try:
+            what += " " + resp.json()["error"]["code"]
+        except (ValueError, KeyError, TypeError):
+            what += " (no error code)"
+    figures.count(what)
     return resp
 
 
@@ -368,31 +513,67 @@ def killer(stack: Stack, size: Size, stop: threading.Event, log: list[dict], rng
             stack.start_worker(queue_name, concurrency)
 
 
-def redis_outage(stack: Stack, size: Size, docs: list[Doc], at_share: float, stop: threading.Event, out: dict) -> None:
-    """Kill Redis once ``at_share`` of the jobs are accepted; restart it empty after outage_s."""
-    while not stop.is_set() and sum(1 for d in docs if d.job_id) < at_share * len(docs):
+def accepted(docs: list[Doc]) -> int:
+    return sum(1 for d in docs if d.job_id)
+
+
+def redis_outage(stack: Stack, size: Size, docs: list[Doc], figures: Figures, stop: threading.Event, out: dict) -> None:
+    """Kill Redis once REDIS_AT of the jobs are accepted; restart it empty after outage_s."""
+    while not stop.is_set() and accepted(docs) < REDIS_AT * len(docs):
         time.sleep(0.2)
     if stop.is_set():
         return
-    out["accepted_before"] = sum(1 for d in docs if d.job_id)
+    out["accepted_before"] = accepted(docs)
     out["killed_at"] = time.monotonic()
+    figures.window = "redis_down"
     stack.kill_redis()
     time.sleep(size.outage_s)
     stack.start_redis()
+    figures.window = None
     out["restarted_at"] = time.monotonic()
-    out["accepted_during"] = sum(1 for d in docs if d.job_id) - out["accepted_before"]
+    out["accepted_during"] = accepted(docs) - out["accepted_before"]
+
+
+def postgres_outage(
+    stack: Stack, size: Size, docs: list[Doc], figures: Figures, stop: threading.Event, redis: dict, out: dict
+) -> None:
+    """Crash PostgreSQL (every process SIGKILLed) once POSTGRES_AT of the jobs are accepted and
+    Redis is back; start it again on the same port and data directory after pg_outage_s. Web,
+    workers and beat are left alone: they must find the server again by themselves."""
+    while not stop.is_set() and ("restarted_at" not in redis or accepted(docs) < POSTGRES_AT * len(docs)):
+        time.sleep(0.2)
+    if stop.is_set():
+        return
+    out["accepted_before"] = accepted(docs)
+    figures.window = "postgres_down"
+    out["killed_at"] = time.monotonic()
+    stack.postgres.crash()
+    out["dead_at"] = time.monotonic()
+    time.sleep(size.pg_outage_s)
+    out["restart_at"] = time.monotonic()
+    stack.postgres.start()  # returns once crash recovery is over and it accepts queries
+    out["up_at"] = time.monotonic()
+    figures.window = None
+    out["accepted_during"] = accepted(docs) - out["accepted_before"]
+
+
+def load_sampler(stop: threading.Event, out: list[float]) -> None:
+    while not stop.wait(5):
+        out.append(os.getloadavg()[0])
 
 
 # --- the run -----------------------------------------------------------------------------------
 
 
-def run(size: Size, database_url: str, seed: int) -> dict:
+def run(size: Size, seed: int) -> dict:
     rng = random.Random(seed)
     docs = [make_doc(i, rng, size.scan_share) for i in range(size.jobs)]
-    stack = Stack(database_url)
+    stack = Stack()
     figures = Figures()
     kills: list[dict] = []
     outage: dict = {}
+    pg_outage: dict = {}
+    loads: list[float] = []
     stop = threading.Event()
     started = time.monotonic()
     try:
@@ -402,7 +583,11 @@ def run(size: Size, database_url: str, seed: int) -> dict:
         ready = time.monotonic()
         fault_threads = [
             threading.Thread(target=killer, args=(stack, size, stop, kills, rng), daemon=True),
-            threading.Thread(target=redis_outage, args=(stack, size, docs, 0.4, stop, outage), daemon=True),
+            threading.Thread(target=redis_outage, args=(stack, size, docs, figures, stop, outage), daemon=True),
+            threading.Thread(
+                target=postgres_outage, args=(stack, size, docs, figures, stop, outage, pg_outage), daemon=True
+            ),
+            threading.Thread(target=load_sampler, args=(stop, loads), daemon=True),
         ]
         for thread in fault_threads:
             thread.start()
@@ -429,8 +614,8 @@ def run(size: Size, database_url: str, seed: int) -> dict:
         drained = time.monotonic()
         stop.set()
         for thread in fault_threads:
-            thread.join(timeout=30)
-        pages_db, jobs_db, dup_pages = count_rows(database_url)
+            thread.join(timeout=60)
+        pages_db, jobs_db, dup_pages = count_rows(stack.database_url)
     finally:
         stop.set()
         stack.stop()
@@ -455,12 +640,32 @@ def run(size: Size, database_url: str, seed: int) -> dict:
             "accepted_during_outage": outage.get("accepted_during"),
             "at_s": round(outage["killed_at"] - ready, 1) if "killed_at" in outage else None,
         },
+        "postgres_outage": {
+            "seconds": size.pg_outage_s,
+            "accepted_before": pg_outage.get("accepted_before"),
+            "accepted_during_outage": pg_outage.get("accepted_during"),
+            "at_s": round(pg_outage["killed_at"] - ready, 1) if "killed_at" in pg_outage else None,
+            "kill_s": round(pg_outage["dead_at"] - pg_outage["killed_at"], 1) if "dead_at" in pg_outage else None,
+            # From the start command to the first query answered: crash recovery included.
+            "restart_s": round(pg_outage["up_at"] - pg_outage["restart_at"], 1) if "up_at" in pg_outage else None,
+            "down_s": round(pg_outage["up_at"] - pg_outage["killed_at"], 1) if "up_at" in pg_outage else None,
+            # The last 503 busy:database any client got, after the server answered again: how long
+            # web took to find it (negative: none after it was back).
+            "last_refusal_after_up_s": (
+                round(figures.last_seen["503 busy:database"] - pg_outage["up_at"], 1)
+                if "up_at" in pg_outage and "503 busy:database" in figures.last_seen
+                else None
+            ),
+        },
         "http": dict(sorted(figures.statuses.items())),
+        "http_during": {k: dict(sorted(v.items())) for k, v in figures.windows.items()},
+        "http_5xx_not_503": sum(n for k, n in figures.statuses.items() if k[0] == "5" and not k.startswith("503")),
         "startup_s": round(ready - started, 1),
         "run_s": round(drained - ready, 1),
         "problems": {str(d.index): d.problems or [f"status {d.status!r}"] for d in lost},
         "lost_or_wrong": len(lost),
         "load_avg": os.getloadavg(),
+        "load_avg_1min_max": max(loads, default=None),
         "cpus": os.cpu_count(),
     }
 
@@ -482,14 +687,12 @@ def main() -> int:
     parser.add_argument(
         "--drain-timeout", type=float, help="seconds the clients wait for every job (default: the size's)"
     )
-    parser.add_argument(
-        "--database-url", default=os.environ.get("CHAOS_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ocr_chaos")
-    )
     args = parser.parse_args()
     size = SIZES[args.size]
     if args.drain_timeout:
         size = replace(size, drain_timeout_s=args.drain_timeout)
-    report = run(size, args.database_url, args.seed)
+    postgres_bin()  # no server binaries: say so before anything starts
+    report = run(size, args.seed)
     (ARTIFACTS / "report.json").write_text(json.dumps(report, indent=2))
     summary = {k: v for k, v in report.items() if k not in ("kills", "problems")}
     print(json.dumps(summary, indent=2))
@@ -504,6 +707,12 @@ def main() -> int:
         failures.append(f"only {report['kill_count']} of {size.kills} kills happened before the load ended")
     if report["redis_outage"]["at_s"] is None:
         failures.append("the Redis outage never happened")
+    if report["postgres_outage"]["at_s"] is None:
+        failures.append("the PostgreSQL outage never happened")
+    elif not report["http_during"].get("postgres_down", {}).get("503 busy:database"):
+        failures.append(f"no client got 503 busy:database while PostgreSQL was down: {report['http_during']}")
+    if report["http_5xx_not_503"]:
+        failures.append(f"{report['http_5xx_not_503']} answers were a 5xx other than 503: {report['http']}")
     for failure in failures:
         print("chaos: FAILED:", failure, file=sys.stderr)
     print("chaos: ok" if not failures else "chaos: see tests/artifacts/chaos/*.log", file=sys.stderr)
