@@ -93,6 +93,7 @@ SIZES = {
 # is accepted and Redis is back (one outage at a time, so each one's refusals are its own).
 REDIS_AT = 0.4
 POSTGRES_AT = 0.65
+WATCHERS = 2  # readers polling beside the clients (``watcher``)
 
 
 # --- documents ---------------------------------------------------------------------------------
@@ -482,6 +483,21 @@ def poll(base: str, key: str, docs: list[Doc], figures: Figures, deadline: float
         doc.problems.append("not terminal before the drain deadline")
 
 
+def watcher(base: str, key: str, docs: list[Doc], figures: Figures, stop: threading.Event, seed: int) -> None:
+    """A dashboard beside the clients: reads accepted jobs and the job list twice a second all
+    run long, so each outage meets reads as well as submissions (the clients submit everything
+    before they poll)."""
+    session = requests.Session()
+    headers = {"X-API-Key": key}
+    rng = random.Random(seed)
+    while not stop.wait(0.5):
+        ids = [d.job_id for d in docs if d.job_id]
+        if ids and rng.random() < 0.7:
+            request(session, figures, "GET", f"{base}/api/v1/jobs/{rng.choice(ids)}", headers=headers)
+        else:
+            request(session, figures, "GET", f"{base}/api/v1/jobs", headers=headers)
+
+
 # --- faults ------------------------------------------------------------------------------------
 
 
@@ -588,6 +604,10 @@ def run(size: Size, seed: int) -> dict:
                 target=postgres_outage, args=(stack, size, docs, figures, stop, outage, pg_outage), daemon=True
             ),
             threading.Thread(target=load_sampler, args=(stop, loads), daemon=True),
+            *(
+                threading.Thread(target=watcher, args=(base, key, docs, figures, stop, seed + i), daemon=True)
+                for i in range(WATCHERS)
+            ),
         ]
         for thread in fault_threads:
             thread.start()
