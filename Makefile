@@ -38,8 +38,9 @@ test-vllm: venv services
 test-images:
 	bash .ci/images.sh
 
-# The whole stack under faults (tests/chaos): its own Redis, database ocr_chaos, gunicorn, one
-# worker per queue and beat; load, SIGKILLs and a Redis restart. CHAOS_SIZE=full for the big run.
+# The whole stack under faults (tests/chaos): its own Redis, its own PostgreSQL cluster, gunicorn,
+# one worker per queue and beat; load, SIGKILLs, a Redis restart and a PostgreSQL crash + restart.
+# CHAOS_SIZE=full for the big run; CHAOS_ARGS="--seed N" repeats a run.
 CHAOS_SIZE ?= ci
 test-chaos: venv services
 	$(BIN)/python -m tests.chaos --size $(CHAOS_SIZE) $(CHAOS_ARGS)
