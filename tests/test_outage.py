@@ -1,8 +1,8 @@
 """A service behind the door unreachable: a 503 with a stable code and Retry-After, never a 500.
 
 - Redis down: ``busy:unavailable``, and nothing half-accepted.
-- PostgreSQL down: ``busy:database`` from the API and from paths DRF never sees (a session read
-  in the admin), and a connection the server dropped is replaced at the next request.
+- PostgreSQL down: ``busy:database`` from the API and from paths DRF never sees (the admin's
+  session read), and a connection the server dropped is replaced at the next request.
 
 The whole-stack version, Redis and then PostgreSQL killed and restarted under load with every
 accepted job completing, is ``make test-chaos`` (tests/chaos)."""
@@ -109,8 +109,10 @@ def test_api_answers_503_busy_database_while_postgresql_is_down(key_client):
 
 
 def test_paths_outside_drf_answer_503_busy_database_too(key_client):
-    """The admin reads its session in middleware, before any view: that error reaches Django's
-    ``handler500``, which must not make it a 500."""
+    """The admin is a plain Django view: its session read (the lazy ``request.user`` behind a
+    session cookie) fails outside DRF's handler and reaches Django's ``handler500``, which must
+    not make it a 500. (No middleware reads the database on an ordinary request; one that did
+    would end in the same ``handler500``.)"""
     key_client.cookies["sessionid"] = "x" * 32
     with postgresql_unreachable():
         _assert_busy_database(key_client.get("/admin/"))
