@@ -210,8 +210,6 @@ class Postgres:
     def __init__(self) -> None:
         self.bin = postgres_bin()
         self.port = free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="ocr-chaos-pg-"))
-        self.data = self.dir / "data"
         self.proc: subprocess.Popen | None = None
         self.as_user: list[str] = []
         if os.geteuid() == 0:
@@ -219,8 +217,13 @@ class Postgres:
                 owner = pwd.getpwnam("postgres")
             except KeyError:
                 raise SystemExit("chaos: running as root needs a `postgres` user to run the server as") from None
+            # Under /tmp, not $TMPDIR: root's temp dir may be closed to the postgres user.
+            self.dir = Path(tempfile.mkdtemp(prefix="ocr-chaos-pg-", dir="/tmp"))
             os.chown(self.dir, owner.pw_uid, owner.pw_gid)
             self.as_user = ["runuser", "-u", "postgres", "--"]
+        else:
+            self.dir = Path(tempfile.mkdtemp(prefix="ocr-chaos-pg-"))
+        self.data = self.dir / "data"
 
     def url(self, name: str) -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
