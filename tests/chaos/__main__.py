@@ -201,6 +201,15 @@ def postgres_bin() -> Path:
     )
 
 
+def _alive(proc: psutil.Process) -> bool:
+    """Still running: a zombie is dead already (its sockets closed) and waits only for whoever
+    reaps orphans, which may take seconds."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 class Postgres:
     """A PostgreSQL cluster of this run's own (initdb into a temp dir, a free port on 127.0.0.1,
     trust auth), so it can be crashed and restarted without touching any other server.
@@ -271,7 +280,9 @@ class Postgres:
         for proc in procs:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
-        psutil.wait_procs(procs, timeout=30)
+        deadline = time.monotonic() + 30
+        while any(_alive(proc) for proc in procs) and time.monotonic() < deadline:
+            time.sleep(0.01)
         if self.proc is not None:
             self.proc.wait(timeout=30)
 
