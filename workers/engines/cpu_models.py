@@ -51,7 +51,15 @@ def is_latin(entry: str, ranges: tuple[tuple[int, int], ...] = LATIN_RANGES) -> 
 
 
 def latin_rec_model(cache_dir: Path, source: Path | None = None) -> Path:
-    """Path of the Latin-head recognition model, building it under ``cache_dir`` if needed."""
+    """Path of the Latin-head recognition model, building it under ``cache_dir`` if needed (or
+    under the temp directory when ``cache_dir`` cannot be written, e.g. a read-only image)."""
+    try:
+        return _latin_rec_model(Path(cache_dir), source)
+    except PermissionError:
+        return _latin_rec_model(Path(tempfile.gettempdir()) / "ocr-models", source)
+
+
+def _latin_rec_model(cache_dir: Path, source: Path | None) -> Path:
     source = source or wheel_rec_model()
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     ranges_key = hashlib.sha256(repr(LATIN_RANGES).encode()).hexdigest()[:8]
