@@ -101,3 +101,17 @@ def test_two_pass_detection_keeps_the_cheap_pass_for_normal_print_only(cache_dir
     lines = engine.read_lines(np.asarray(sheet))
     assert detector.last_pass == "full"
     assert "12 point text" in " ".join(line.text for line in lines)
+
+
+def test_a_worker_process_loads_each_engine_once(settings, tmp_path):
+    from workers import engine_setup
+
+    settings.OCR_MODEL_CACHE_DIR = str(tmp_path)
+    engine_setup.deployment.cache_clear()
+    engine_setup.for_job.cache_clear()
+    try:
+        assert engine_setup.recognizer("cpu") is engine_setup.recognizer("cpu")
+        assert engine_setup.layout_engine("cpu") is engine_setup.layout_engine("cpu")
+    finally:
+        engine_setup.deployment.cache_clear()
+        engine_setup.for_job.cache_clear()
