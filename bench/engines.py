@@ -1,8 +1,10 @@
-"""The two OCR engines P2 compares, each as "image in, plain text out".
+"""The OCR engines P2 compares, each as "image in, plain text out".
 
 The CPU engine is built exactly as a worker builds it (``workers.engine_setup.deployment()``
 reads the same settings), so a tuned default measured here is the default that runs in
-production. Tesseract 5 is the Debian package, called as its CLI is called in practice.
+production; ``Product`` runs what a page costs in the product, layout and recognition.
+Tesseract is measured two ways: through its C++ API in-process (tesserocr: one loaded engine
+reused across pages, as ours is) and as the CLI (a process per page, start-up included).
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from workers.engines.cpu import CpuRecognizerConfig, RapidOcrRecognizer, sort_lines
+from workers.engines.cpu import (
+    CPU_PROFILES,
+    CpuLayoutConfig,
+    CpuRecognizerConfig,
+    RapidLayoutEngine,
+    RapidOcrRecognizer,
+    sort_lines,
+)
 
 
 def django_settings():
@@ -35,6 +44,65 @@ def production_config(**overrides) -> CpuRecognizerConfig:
     from workers import engine_setup
 
     return replace(engine_setup.deployment().cpu_recognizer, **overrides)
+
+
+def profile_config(profile: str, **overrides) -> CpuRecognizerConfig:
+    """The deployment's recognizer config under an engine profile (OCR_CPU_PROFILE)."""
+    return production_config(**{**CPU_PROFILES[profile], **overrides})
+
+
+class Product:
+    """What a page costs in the product: CDLA layout, then the recognizer over those regions.
+    The text is every region's text and the lines outside all regions."""
+
+    def __init__(self, config: CpuRecognizerConfig, label: str = "ours") -> None:
+        self.config = config
+        self.label = label
+        self.layout = RapidLayoutEngine(CpuLayoutConfig(threads=config.threads))
+        self.engine = RapidOcrRecognizer(config)
+
+    def warm(self, image: np.ndarray) -> None:
+        self(image, 0)
+
+    def __call__(self, image: np.ndarray, dpi: int) -> str:
+        regions = self.layout.detect([image])[0]
+        result = self.engine.recognize(image, regions)
+        texts = [t.text for t in result.texts] + [t.text for _box, t in result.extra]
+        return "\n".join(t for t in texts if t)
+
+
+class TesseractApi:
+    """Tesseract through tesserocr: the engine and its ``eng`` model loaded once, pages set as
+    in-memory images (the same pixels ours gets). Its thread count follows OMP_THREAD_LIMIT as
+    read when the library loads, so each thread setting runs in its own process."""
+
+    def __init__(self, label: str = "tesseract-api") -> None:
+        import tesserocr
+
+        self.label = label
+        self._api = tesserocr.PyTessBaseAPI(path=_tessdata(), lang="eng")
+        self._version = tesserocr.tesseract_version().splitlines()[0]
+
+    def version(self) -> str:
+        return f"{self._version} (tesserocr)"
+
+    def warm(self, image: np.ndarray) -> None:
+        self(image, 300)
+
+    def __call__(self, image: np.ndarray, dpi: int) -> str:
+        self._api.SetImage(Image.fromarray(image))
+        if dpi:
+            self._api.SetSourceResolution(dpi)
+        return self._api.GetUTF8Text()
+
+
+def _tessdata() -> str:
+    """The tessdata folder holding eng.traineddata (Debian's package, or TESSDATA_PREFIX)."""
+    candidates = [os.environ.get("TESSDATA_PREFIX", ""), *sorted(Path("/usr/share/tesseract-ocr").glob("*/tessdata"))]
+    for folder in candidates:
+        if folder and (Path(folder) / "eng.traineddata").exists():
+            return str(folder)
+    raise RuntimeError("no eng.traineddata found: apt-get install -y tesseract-ocr-eng or set TESSDATA_PREFIX")
 
 
 class Rapid:

@@ -1,24 +1,39 @@
-"""P2: the CPU engine (rapidocr, full page) against Tesseract 5, and the knob sweep behind its
-defaults.
+"""P2: the CPU engine the product runs (layout + recognition) against Tesseract, and the knob
+sweep behind its defaults.
 
-``p2``      seconds/page and word F1 side by side on the dev scans and on born-digital pages
-            rasterised at OCR_DPI (their text layer is the truth). Goal: at least Tesseract's
-            speed at ≥ its F1.
+``p2``      CPU-seconds and wall seconds per page and word F1 on the dev scans and on born-digital
+            pages rasterised at OCR_DPI (their text layer is the truth), for both CPU engine
+            profiles (OCR_CPU_PROFILE fast and accurate) against Tesseract through its API
+            (tesserocr: loaded once, like ours) and, reported apart, its CLI (start-up included).
+            Each thread setting (one thread each; the runtime default) runs in its own process,
+            since OpenMP reads OMP_THREAD_LIMIT once. Goal: ours ≤ Tesseract's CPU-s per page at
+            a word F1 ≥ Tesseract's and ≥ the accurate profile's on every page.
 ``p2tune``  one knob at a time around the current defaults: detection input size, threads,
             recognition batch, the angle classifier, rendering DPI.
 
-Both sides run page by page in alternation, so load from other processes on this shared box hits
-both alike; each time is the median over rounds.
+Every engine runs every page in every round, in an order that rotates each round, so load from
+other processes on this shared box hits all alike. CPU-seconds (the process's user + system
+time: every thread of the in-process engines; the child's for the CLI) are the robust measure
+on a shared box; wall seconds are reported beside them. Times are medians over rounds; the
+spread is the min–max over rounds of the all-page ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
 import time
 from dataclasses import asdict
 
 from bench import common
-from bench.engines import Rapid, Tesseract, django_settings, production_config
+from bench.engines import Product, Rapid, Tesseract, TesseractApi, django_settings, production_config, profile_config
+
+PROFILES = ("fast", "accurate")
+SETTINGS = {"1 thread each": 1, "runtime default": 0}
 
 
 def _pages(dpi: int, born_digital: tuple[str, ...] = ("multi_page.pdf",), only: set[str] | None = None):
@@ -32,135 +47,220 @@ def _time_rapid(engine: Rapid, page) -> tuple[float, str]:
     return time.perf_counter() - t0, text
 
 
-def _time_tess(engine: Tesseract, page, path: str) -> tuple[float, str]:
-    t0 = time.perf_counter()
-    text = engine.run(path, page.dpi)
-    return time.perf_counter() - t0, text
+def _cpu(who: int = resource.RUSAGE_SELF) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _measure(side: str, engine, page, path: str | None) -> tuple[float, float, str]:
+    """(CPU-s, wall s, text) of one page through one engine."""
+    who = resource.RUSAGE_CHILDREN if side == "tesseract-cli" else resource.RUSAGE_SELF
+    c0, t0 = _cpu(who), time.perf_counter()
+    text = engine.run(path, page.dpi) if side == "tesseract-cli" else engine(page.image, page.dpi)
+    return _cpu(who) - c0, time.perf_counter() - t0, text
 
 
 # --- p2: side by side --------------------------------------------------------------------------
 
 
-def compare(argv: list[str]) -> dict:
-    parser = argparse.ArgumentParser(prog="bench p2")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument(
-        "--no-single-thread",
-        action="store_true",
-        help="skip the pair with both sides on one thread (Tesseract's fastest setting here)",
-    )
-    args = parser.parse_args(argv)
-
-    settings = django_settings()
-    dpi = settings.OCR_DPI
-    info = common.machine()
-    pages = _pages(dpi)
-    load_before = common.loadavg()
-
-    pairs = [("runtime default", Rapid(production_config()), Tesseract(0))]
-    if not args.no_single_thread:
-        pairs.append(("1 thread each", Rapid(production_config(threads=1)), Tesseract(1)))
-
-    per_page: list[dict] = []
-    for setting, rapid, tess in pairs:
-        rapid.warm(pages[0].image)
-        tess.warm(pages[0].image)
-        paths = {p.name: tess.prepare(p.image, p.name) for p in pages}
-        times: dict[tuple[str, str], list[float]] = {}
-        texts: dict[tuple[str, str], str] = {}
-        for r in range(args.rounds):
-            for page in pages:
-                order = ("rapid", "tess") if (r % 2 == 0) else ("tess", "rapid")
-                for side in order:
-                    if side == "rapid":
-                        t, text = _time_rapid(rapid, page)
-                    else:
-                        t, text = _time_tess(tess, page, paths[page.name])
-                    times.setdefault((page.name, side), []).append(t)
-                    texts[(page.name, side)] = text
+def _one_setting(threads: int, rounds: int, with_cli: bool, page_names: str) -> None:
+    """Child process: every engine on every page for one thread setting; JSON to stdout."""
+    dpi = django_settings().OCR_DPI
+    only = {s.strip() for s in page_names.split(",") if s.strip()} or None
+    pages = _pages(dpi, only=only)
+    engines: dict[str, object] = {p: Product(profile_config(p, threads=threads), p) for p in PROFILES}
+    engines["tesseract-api"] = TesseractApi()
+    cli = Tesseract(threads) if with_cli else None
+    if cli:
+        engines["tesseract-cli"] = cli
+    paths = {p.name: cli.prepare(p.image, p.name) for p in pages} if cli else {}
+    for name, engine in engines.items():
+        engine.warm(pages[0].image) if name != "tesseract-cli" else cli.warm(pages[0].image)
+    names = list(engines)
+    runs: list[dict] = []
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
         for page in pages:
-            per_page.append(
-                {
-                    "threads": setting,
-                    "page": page.name,
-                    "kind": page.kind,
-                    "pixels": f"{page.image.shape[1]}×{page.image.shape[0]}",
-                    "rapid_s": common.median(times[(page.name, "rapid")]),
-                    "rapid_f1": common.word_f1(texts[(page.name, "rapid")], page.truth),
-                    "tess_s": common.median(times[(page.name, "tess")]),
-                    "tess_f1": common.word_f1(texts[(page.name, "tess")], page.truth),
-                }
-            )
-
-    summary = []
-    verdicts = []
-    for setting, _rapid, _tess in pairs:
-        for group in ("scan", "born-digital", "all"):
-            rows = [r for r in per_page if r["threads"] == setting and (group == "all" or r["kind"] == group)]
-            n = len(rows)
-            rs, rf = sum(r["rapid_s"] for r in rows) / n, sum(r["rapid_f1"] for r in rows) / n
-            ts, tf = sum(r["tess_s"] for r in rows) / n, sum(r["tess_f1"] for r in rows) / n
-            met = rs <= ts and rf >= tf
-            summary.append([setting, group, n, rs, rf, ts, tf, ts / rs, "met" if met else "not met"])
-            if group == "all":
-                verdicts.append((setting, met, ts / rs, rf - tf))
-
-    cfg = production_config()
-    extra = {
-        "load average (before / after)": f"{load_before} / {common.loadavg()}",
-        "CPU engine": f"rapidocr via RapidOcrRecognizer.read_lines, {asdict(cfg)}, OCR_DPI={dpi}",
-        "Tesseract": f"{pairs[0][2].version()}, `tesseract page.png stdout --dpi N -l eng` (PNG written before timing)",
-        "word F1": common.f1_source(),
-        "rounds": f"{args.rounds} (median per page; sides alternate page by page)",
-    }
-    md = common.header("P2 — CPU engine vs Tesseract 5", info, extra)
-    md += "\n" + common.table(
-        [
-            "threads",
-            "pages",
-            "n",
-            "rapidocr s/page",
-            "rapidocr F1",
-            "tesseract s/page",
-            "tesseract F1",
-            "speed ×",
-            "goal",
-        ],
-        summary,
-    )
-    md += "\n\nPer page:\n\n" + common.table(
-        ["threads", "page", "pixels", "rapidocr s", "rapidocr F1", "tesseract s", "tesseract F1"],
-        [
-            [r["threads"], r["page"], r["pixels"], r["rapid_s"], r["rapid_f1"], r["tess_s"], r["tess_f1"]]
-            for r in per_page
-        ],
-    )
-    md += (
-        "\n\nGoal (at least Tesseract's speed at ≥ its F1, all pages), per thread setting: "
-        + "; ".join(f"{s}: {'MET' if m else 'NOT MET'} (speed × {x:.2f}, ΔF1 {d:+.3f})" for s, m, x, d in verdicts)
-        + "\n"
-    )
-    # The goal proper: each engine in its own fastest setting (Debian's Tesseract is built with
-    # OpenMP, which on a small box is several times slower than OMP_THREAD_LIMIT=1).
-    alls = [row for row in summary if row[1] == "all"]
-    best_r = min(alls, key=lambda row: row[3])
-    best_t = min(alls, key=lambda row: row[5])
-    best_met = best_r[3] <= best_t[5] and best_r[4] >= best_t[6]
-    md += (
-        f"\nEach at its fastest: rapidocr ({best_r[0]}) {best_r[3]:.2f} s/page F1 {best_r[4]:.3f} vs Tesseract "
-        f"({best_t[0]}) {best_t[5]:.2f} s/page F1 {best_t[6]:.3f}: speed × {best_t[5] / best_r[3]:.2f} → goal "
-        f"{'MET' if best_met else 'NOT MET'}.\n"
-    )
-    data = {
-        "machine": info,
-        "per_page": per_page,
-        "summary": summary,
-        "config": asdict(cfg),
+            for name in order:
+                cpu, wall, text = _measure(name, engines[name], page, paths.get(page.name))
+                runs.append(
+                    {
+                        "round": r,
+                        "page": page.name,
+                        "engine": name,
+                        "cpu": cpu,
+                        "wall": wall,
+                        "f1": common.word_f1(text, page.truth),
+                    }
+                )
+    meta = {
+        "pages": [{"name": p.name, "kind": p.kind, "pixels": f"{p.image.shape[1]}×{p.image.shape[0]}"} for p in pages],
+        "configs": {p: asdict(engines[p].config) for p in PROFILES},
+        "tesseract_api": engines["tesseract-api"].version(),
+        "tesseract_cli": cli.version() if cli else None,
         "dpi": dpi,
-        "best_vs_best_met": best_met,
     }
-    common.report("p2", "P2", md, data)
-    return data
+    json.dump({"runs": runs, "meta": meta}, sys.stdout)
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.2f}–{max(values):.2f}" if values else "n/a"
+
+
+def compare(argv: list[str]) -> list[dict]:
+    parser = argparse.ArgumentParser(prog="bench p2")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated: " + ", ".join(SETTINGS))
+    parser.add_argument("--no-cli", action="store_true", help="leave out the Tesseract CLI (a process per page)")
+    parser.add_argument("--pages", default="", help="comma-separated page names (default: all)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--cli", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _one_setting(args.threads, args.rounds, args.cli, args.pages)
+        return []
+
+    info = common.machine()
+    load_before = common.loadavg()
+    results: dict[str, dict] = {}
+    for setting in [s.strip() for s in args.settings.split(",") if s.strip()]:
+        threads = SETTINGS[setting]
+        env = dict(os.environ)
+        if threads:
+            env.update(OMP_THREAD_LIMIT=str(threads), OCR_ENGINE_THREADS=str(threads))
+        else:
+            env.pop("OMP_THREAD_LIMIT", None)
+            env.pop("OCR_ENGINE_THREADS", None)
+        cmd = [sys.executable, "-m", "bench", "p2", "--child", "--threads", str(threads), "--rounds", str(args.rounds)]
+        cmd += [] if args.no_cli else ["--cli"]
+        cmd += ["--pages", args.pages] if args.pages else []
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        if proc.returncode:
+            sys.stderr.write(proc.stderr)
+            raise RuntimeError(f"p2 child for {setting!r} failed ({proc.returncode})")
+        results[setting] = json.loads(proc.stdout.strip().splitlines()[-1])
+    load_after = common.loadavg()
+
+    rows: list[dict] = []
+    md_tables = []
+    meta = next(iter(results.values()))["meta"]
+    for setting, res in results.items():
+        runs = res["runs"]
+        pages = [p["name"] for p in res["meta"]["pages"]]
+        engines = sorted(
+            {r["engine"] for r in runs}, key=lambda e: (PROFILES + ("tesseract-api", "tesseract-cli")).index(e)
+        )
+        rounds = sorted({r["round"] for r in runs})
+
+        def pick(engine, page=None, rnd=None, key="cpu", runs=runs):
+            return [
+                r[key]
+                for r in runs
+                if r["engine"] == engine and (page is None or r["page"] == page) and (rnd is None or r["round"] == rnd)
+            ]
+
+        per_page = {
+            (e, p): {
+                "cpu": common.median(pick(e, p)),
+                "wall": common.median(pick(e, p, key="wall")),
+                "f1": min(pick(e, p, key="f1")),
+            }
+            for e in engines
+            for p in pages
+        }
+        table = []
+        for p in pages:
+            row = [setting, p]
+            for e in engines:
+                v = per_page[(e, p)]
+                row += [v["cpu"], v["f1"]]
+            table.append(row)
+        headers = ["threads", "page"] + [f"{e} {k}" for e in engines for k in ("CPU-s", "F1")]
+        for profile in PROFILES:
+            for ref in ("tesseract-api", "tesseract-cli"):
+                if ref not in engines:
+                    continue
+                ours = sum(per_page[(profile, p)]["cpu"] for p in pages) / len(pages)
+                theirs = sum(per_page[(ref, p)]["cpu"] for p in pages) / len(pages)
+                by_round = [sum(pick(profile, rnd=r)) / max(1e-9, sum(pick(ref, rnd=r))) for r in rounds]
+                f1_ok = all(
+                    per_page[(profile, p)]["f1"] >= per_page[(ref, p)]["f1"]
+                    and per_page[(profile, p)]["f1"] >= per_page[("accurate", p)]["f1"]
+                    for p in pages
+                )
+                rows.append(
+                    {
+                        "bench": "P2",
+                        "measure": f"CPU-s/page, {profile} profile (layout+recognition) vs {ref}, {setting}",
+                        "ours": round(ours, 3),
+                        "reference": round(theirs, 3),
+                        "ratio": round(ours / theirs, 2),
+                        "spread": f"ratio per round {_spread(by_round)}",
+                        "goal": "ratio ≤ 1.0 and word F1 ≥ reference's and ≥ accurate's on every page",
+                        "met": ours <= theirs and f1_ok,
+                    }
+                )
+                for p in pages:
+                    o, t = per_page[(profile, p)], per_page[(ref, p)]
+                    rows.append(
+                        {
+                            "bench": "P2",
+                            "measure": f"{p}: CPU-s, {profile} vs {ref}, {setting} (F1 {o['f1']:.3f} vs {t['f1']:.3f})",
+                            "ours": round(o["cpu"], 3),
+                            "reference": round(t["cpu"], 3),
+                            "ratio": round(o["cpu"] / max(1e-9, t["cpu"]), 2),
+                            "spread": f"ours {_spread(pick(profile, p))}, ref {_spread(pick(ref, p))}",
+                            "goal": "ratio ≤ 1.0, F1 ≥ reference's and ≥ accurate's",
+                            "met": o["cpu"] <= t["cpu"]
+                            and o["f1"] >= t["f1"]
+                            and o["f1"] >= per_page[("accurate", p)]["f1"],
+                        }
+                    )
+        wall = [
+            [
+                setting,
+                e,
+                sum(per_page[(e, p)]["wall"] for p in pages) / len(pages),
+                sum(per_page[(e, p)]["cpu"] for p in pages) / len(pages),
+                sum(per_page[(e, p)]["f1"] for p in pages) / len(pages),
+            ]
+            for e in engines
+        ]
+        md_tables.append(
+            common.table(["threads", "engine", "wall s/page", "CPU-s/page", "mean F1"], wall)
+            + "\n\nPer page (median CPU-s over rounds, lowest F1 over rounds):\n\n"
+            + common.table(headers, table)
+        )
+
+    cfgs = meta["configs"]
+    extra = {
+        "load average (before / after)": f"{load_before} / {load_after}",
+        "ours": "RapidLayoutEngine.detect + RapidOcrRecognizer.recognize (the product's page path), "
+        + "; ".join(f"{p}: {cfgs[p]}" for p in PROFILES)
+        + f", OCR_DPI={meta['dpi']}",
+        "Tesseract API": f"{meta['tesseract_api']}, PyTessBaseAPI(lang='eng') loaded once, SetImage per page",
+        "Tesseract CLI": f"{meta['tesseract_cli']}, `tesseract page.png stdout --dpi N -l eng`, a process per page"
+        if meta["tesseract_cli"]
+        else "not run",
+        "CPU-s": "getrusage user+system of the bench process (all threads) or of the CLI child",
+        "word F1": common.f1_source(),
+        "rounds": f"{args.rounds}, engine order rotating each round; spread = min–max over rounds",
+    }
+    md = common.header("P2 — CPU engine (layout + recognition) vs Tesseract", info, extra)
+    overall = [
+        [r["measure"], r["ours"], r["reference"], r["ratio"], r["spread"], "met" if r["met"] else "NOT met"]
+        for r in rows
+        if not r["measure"].startswith(tuple(f"{p}:" for p in meta_pages(results)))
+    ]
+    md += "\n" + common.table(["measure", "ours", "reference", "ratio", "spread", "goal"], overall)
+    md += "\n\n" + "\n\n".join(md_tables) + "\n"
+    common.report("p2", "P2", md, {"machine": info, "rows": rows, "raw": results})
+    return rows
+
+
+def meta_pages(results: dict) -> list[str]:
+    return [p["name"] for res in results.values() for p in res["meta"]["pages"]]
 
 
 # --- p2tune: one knob at a time ----------------------------------------------------------------

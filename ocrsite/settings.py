@@ -177,12 +177,18 @@ OCR_DPI = env_int("OCR_DPI", 200)
 OCR_LAYOUT_BATCH = env_int("OCR_LAYOUT_BATCH", 8)
 OCR_BATCH_WINDOW_MS = env_int("OCR_BATCH_WINDOW_MS", 100)
 OCR_ENGINE_THREADS = env_int("OCR_ENGINE_THREADS", 0)  # 0: let the runtime decide
-OCR_REC_BATCH = env_int("OCR_REC_BATCH", 16)
+OCR_REC_BATCH = env_int("OCR_REC_BATCH", 0)  # 0: the CPU profile's (fast 4, accurate 16)
 OCR_DET_MAX_SIDE = env_int("OCR_DET_MAX_SIDE", 2000)
 # Text detection input size (bench p2tune). "max" + 960 halves OCR time on normal print but loses
 # most words of small-print pages (dense tables), so the default detects at full resolution.
 OCR_DET_LIMIT_SIDE = env_int("OCR_DET_LIMIT_SIDE", 736)
 OCR_DET_LIMIT_TYPE = env_choice("OCR_DET_LIMIT_TYPE", "min", ("min", "max"))
+# CPU engine profile (workers.engines.cpu.CPU_PROFILES): "fast" recognises Latin-script print with
+# a classifier cut to Latin characters and detects at 960 px unless the print is small; "accurate"
+# reads every script the model knows at full detection resolution. bench p2 measures both.
+OCR_CPU_PROFILE = env_choice("OCR_CPU_PROFILE", "fast", ("fast", "accurate"))
+# Where derived models (the Latin recognition head) are written once per install.
+OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
 # Test-only fault injection through real configuration: pages whose index is listed fail.
 OCR_FAIL_PAGES = env_list("OCR_FAIL_PAGES", [])

@@ -13,7 +13,7 @@ from django.conf import settings
 from ocrsite.vocabulary import LayoutKind, RecognizerKind
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
-from workers.engines.cpu import CpuLayoutConfig, CpuRecognizerConfig
+from workers.engines.cpu import CpuLayoutConfig, profile_config
 from workers.engines.paddle import PaddleLayoutConfig
 from workers.engines.vllm import VllmConfig
 
@@ -25,12 +25,14 @@ def deployment() -> registry.EngineSettings:
         layout=LayoutKind(settings.OCR_LAYOUT_ENGINE),
         recognizer=RecognizerKind(settings.OCR_RECOGNIZER),
         cpu_layout=CpuLayoutConfig(threads=threads),
-        cpu_recognizer=CpuRecognizerConfig(
+        cpu_recognizer=profile_config(
+            settings.OCR_CPU_PROFILE,
             threads=threads,
             det_max_side=settings.OCR_DET_MAX_SIDE,
-            rec_batch=settings.OCR_REC_BATCH,
+            **({"rec_batch": settings.OCR_REC_BATCH} if settings.OCR_REC_BATCH > 0 else {}),
             det_limit_side=settings.OCR_DET_LIMIT_SIDE,
             det_limit_type=settings.OCR_DET_LIMIT_TYPE,
+            model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR),
         ),
         paddle=PaddleLayoutConfig(
             model_dir=settings.OCR_PADDLE_MODEL_DIR,

