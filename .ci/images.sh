@@ -43,8 +43,11 @@ export CONTAINERS_CONF="$WORK/containers.conf"
 # --- base image: Debian bookworm minbase + python3, from the mirror apt already uses ------------
 if ! podman image exists "$BASE_IMAGE"; then
   if [ ! -s "$WORK/base-bookworm.tar" ]; then
-    mirror=$( (grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources; grep -hs '^deb ' /etc/apt/sources.list | awk '{print "URIs: " $2}') \
-      | awk '{print $2}' | grep -v security | head -n1)
+    # Either file may be absent (deb822-only machines have no sources.list): grep's status must
+    # not end the script under pipefail.
+    mirror=$( { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources || true
+      grep -hs '^deb ' /etc/apt/sources.list | awk '{print "URIs: " $2}' || true; } \
+      | awk '{print $2}' | { grep -v security || true; } | head -n1)
     say "debootstrap bookworm from ${mirror:=http://deb.debian.org/debian}"
     rm -rf "$WORK/rootfs"
     debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$WORK/rootfs" "$mirror" \
