@@ -172,6 +172,24 @@ def _counts(side: str) -> tuple[int, int]:
     return int(_psql(f"SELECT count(*) FROM {table}")), int(stack.redis_client().llen(queue))
 
 
+def _cpu_per_upload(body: Path, token: str, n: int) -> dict:
+    """CPU ms per upload for both sides in one process (bench/ingest_cpu.py), tables emptied after."""
+    _empty()
+    out = subprocess.run(
+        [str(stack.BIN / "python"), "-m", "bench.ingest_cpu", str(body), token, str(n)],
+        cwd=common.ROOT,
+        env=stack.env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    _empty()
+    line = next((l for l in reversed(out.stdout.splitlines()) if l.startswith("{")), None)
+    if out.returncode != 0 or line is None:
+        raise RuntimeError(f"bench.ingest_cpu failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return json.loads(line)
+
+
 def _spread(values: list[float], fmt: str = "{:.1f}") -> str:
     return "–".join(fmt.format(v) for v in (min(values), common.median(values), max(values)))
 
@@ -182,6 +200,7 @@ def run(argv: list[str]) -> list[dict]:
     parser.add_argument("--warmup", type=int, default=10, help="wrk seconds per server before any clock")
     parser.add_argument("--rounds", type=int, default=3, help="measured runs per side, alternating")
     parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--cpu-requests", type=int, default=30, help="uploads per in-process CPU sample (0: skip)")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed: bash .ci/bench-tools.sh (apt-get install -y wrk)")
@@ -223,6 +242,9 @@ def run(argv: list[str]) -> list[dict]:
                     f"(load {load})",
                     flush=True,
                 )
+        for proc in servers.values():
+            proc.stop()
+        cpu = _cpu_per_upload(body, token, args.cpu_requests) if args.cpu_requests else None
     finally:
         for proc in servers.values():
             proc.stop()
@@ -292,7 +314,15 @@ def run(argv: list[str]) -> list[dict]:
         f"{_spread(ratios, '{:.2f}')} (min–median–max); p99 product {ours_p99:.0f} ms, reference "
         f"{ref_p99:.0f} ms. Goal (ratio ≥ 1.0, p99 ≤ 50 ms): {'met' if met else 'not met'}.\n"
     )
-    common.report("p4", title, md, {"machine": info, "runs": runs, "commands": cmds})
+    if cpu:
+        md += (
+            f"\nCPU per upload, in one process without a server (`python -m bench.ingest_cpu`, "
+            f"{args.cpu_requests} uploads × 3 alternating samples, median): product {cpu['product_cpu_ms']:.1f} ms, "
+            f"reference {cpu['reference_cpu_ms']:.1f} ms. Share of the product's CPU (cumulative, cProfile): "
+            + "; ".join(f"{k} {v}%" for k, v in cpu["product_parts_pct"].items())
+            + ".\n"
+        )
+    common.report("p4", title, md, {"machine": info, "runs": runs, "commands": cmds, "cpu": cpu})
     spread = f"product {_spread([r['ok_s'] for r in ours])}, reference {_spread([r['ok_s'] for r in ref])} 202/s"
     return [
         {
@@ -316,4 +346,17 @@ def run(argv: list[str]) -> list[dict]:
             "goal": "≤ 50 ms",
             "met": "yes" if ours_p99 <= 50 else "no",
         },
-    ]
+    ] + (
+        [
+            {
+                "bench": "P4",
+                "measure": "ingest CPU ms per upload, in-process (diagnosis, lower is better)",
+                "ours": round(cpu["product_cpu_ms"], 1),
+                "reference": round(cpu["reference_cpu_ms"], 1),
+                "ratio": round(cpu["product_cpu_ms"] / cpu["reference_cpu_ms"], 2),
+                "spread": f"product {_spread(cpu['product_runs'])}, reference {_spread(cpu['reference_runs'])} ms",
+            }
+        ]
+        if cpu
+        else []
+    )

@@ -52,7 +52,10 @@ def test_report_holds_rows_outputs_machine_and_the_p2_placeholder(tmp_path, monk
     assert "- git commit: 0123456789ab" in text
     summary = text.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert summary[0].startswith("| benchmark | measure | ours | reference | ratio |")
-    assert "| P4 | ingest 202/s | 80.0 | 160.0 | 0.5 | product 70.0–80.0–90.0 \\| reference | ratio ≥ 1.0 | no |" in summary
+    assert (
+        "| P4 | ingest 202/s | 80.0 | 160.0 | 0.5 | product 70.0–80.0–90.0 \\| reference | ratio ≥ 1.0 | no |"
+        in summary
+    )
     assert any(line.startswith("| P2 |") and "merged separately" in line for line in summary)
     # A benchmark with no rows still has its printed output and its command in the report.
     assert "p3 printed this" in text
