@@ -81,6 +81,7 @@ def _quote(text: str) -> str:
 def run_one(name: str, func: Callable[[list[str]], object], args: list[str], whole: bool = False) -> dict:
     """Run one benchmark, keep what it printed and returned; a failure is recorded, not raised."""
     started = dt.datetime.now(dt.UTC)
+    commit = git_commit()  # the code that runs, whatever is committed while it runs
     load_before = common.loadavg()
     tee = _Tee(sys.stdout)
     t0 = time.perf_counter()
@@ -96,7 +97,7 @@ def run_one(name: str, func: Callable[[list[str]], object], args: list[str], who
     record = {
         "name": name,
         "command": command_line(name, args, whole),
-        "commit": git_commit(),
+        "commit": commit,
         "started": started.strftime("%Y-%m-%d %H:%M:%S UTC"),
         "seconds": round(time.perf_counter() - t0),
         "load_before": load_before,
