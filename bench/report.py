@@ -194,7 +194,8 @@ def newest_report() -> Path:
 
 def readme_block(report: str, source: str) -> str:
     """The README's block: where the figures come from, the machine, and the summary table."""
-    facts = dict(re.findall(r"^- (machine|date|git commit): (.+)$", report, flags=re.M))
+    head = report.split("\n## ", 1)[0]  # the report's own facts, not a benchmark section's
+    facts = dict(re.findall(r"^- (machine|date|git commit): (.+)$", head, flags=re.M))
     match = re.search(r"^## Summary\n\n(.*?)(?:\n\n|\Z)", report, flags=re.S | re.M)
     if match is None:
         raise ValueError("the report has no '## Summary' table")

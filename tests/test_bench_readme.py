@@ -31,7 +31,8 @@ RUN = {
             "met": "no",
         }
     ],
-    "output": "### P4 — ingest\n\n| round | server |\n| --- | --- |\n| 1 | product |\n",
+    # A benchmark's own header has machine/date lines too; the README must take the report's.
+    "output": "### P4 — ingest\n\n- machine: not this one\n- date: nor this\n\n| round | server |\n| --- | --- |\n| 1 | product |\n",
     "error": "",
 }
 
@@ -68,6 +69,7 @@ def test_readme_block_is_the_reports_summary(tmp_path, monkeypatch):
     block = report.readme_block(text, "bench/results/report-2026-01-02.md")
     assert block.startswith(report.START) and block.endswith(report.END)
     assert "[bench/results/report-2026-01-02.md](bench/results/report-2026-01-02.md)" in block
+    assert "Measured 2026-01-02 (runs " in block and "not this one" not in block and "nor this" not in block
     table = text.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0]
     assert table in block
     readme = f"# Title\n\n## Benchmarks\n\n{report.START}\nold figures\n{report.END}\n\n## Next\n"
