@@ -64,8 +64,10 @@ def git_commit() -> str:
         return out.stdout.strip() if out.returncode == 0 else ""
 
     commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    # Untracked scratch under bench/results/ is ignored; a modified tracked file is not.
-    return commit + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+    # Untracked scratch under bench/results/ is ignored, and so is Markdown (the README block is
+    # regenerated between runs); a modified tracked code file is not.
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!*.md")
+    return commit + (" (with uncommitted changes)" if dirty else "")
 
 
 def command_line(name: str, args: list[str], whole: bool) -> str:
