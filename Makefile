@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-vllm test-images test-chaos up services bench lint migrate clean locks k8s
+.PHONY: venv demo test test-vllm test-images test-chaos up services bench bench-report bench-readme lint migrate clean locks k8s
 
 $(BIN)/.installed: requirements/base.txt requirements/dev.txt
 	$(PY) -m venv $(VENV)
@@ -50,8 +50,17 @@ up: migrate
 	OCR_NEED_POSTGRES=$$(case "$$DATABASE_URL" in postgres*) echo 1;; *) echo 0;; esac) bash .ci/services.sh
 	$(BIN)/honcho start -f compose/Procfile -d .
 
+# All benchmarks (or BENCH_ARGS="p4 --rounds 5"); writes bench/results/report-YYYY-MM-DD.md.
 bench: venv services
+	bash .ci/bench-tools.sh
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# Rebuild today's report from its recorded runs; copy the newest report's table into README.md.
+bench-report: venv
+	$(BIN)/python -m bench report
+
+bench-readme: venv
+	$(BIN)/python -m bench readme
 
 # ruff (rules in pyproject.toml) and the import layering (import-linter contracts in pyproject.toml).
 lint: venv
@@ -65,5 +74,7 @@ locks: venv
 k8s:
 	bash .ci/k8s.sh
 
+# Keeps the committed dated reports (bench/results/report-*.md), the README block's source.
 clean:
-	rm -rf var .pytest_cache bench/results
+	rm -rf var .pytest_cache
+	[ ! -d bench/results ] || find bench/results -mindepth 1 -maxdepth 1 ! -name 'report-*.md' -exec rm -rf {} +

@@ -1,18 +1,24 @@
-"""``python -m bench [NAME [ARGS...]]``: one benchmark with its own arguments, or all in turn."""
+"""``python -m bench [NAME [ARGS...]]``: one benchmark with its own arguments, or all in turn;
+either way the day's report (bench/results/report-YYYY-MM-DD.md) is rewritten with the results.
+
+``python -m bench report [YYYY-MM-DD]``  rebuild a day's report from its recorded runs
+``python -m bench readme [REPORT]``      copy the newest (or given) report's summary into README.md
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import os
 import sys
-import time
+from pathlib import Path
 
 # name → (module, function, what it measures)
 BENCHMARKS = {
     "p2": ("bench.p2", "compare", "CPU engine vs Tesseract 5: s/page and word F1"),
     "p3": ("bench.p3", "run", "text-layer fast path vs OCR path, per page"),
     "p1": ("bench.p1", "run", "pages/s through REST + Celery + Redis vs direct engine calls"),
-    "p4": ("bench.p4", "run", "ingest: 64 concurrent 1 MB uploads vs a minimal Starlette endpoint"),
+    "p4": ("bench.p4", "run", "ingest: 64 concurrent 1 MB uploads, product vs a framework-free reference"),
     "tables": ("bench.tables_teds", "run", "TEDS of the dev table pages, born-digital and rasterised"),
     "p2tune": ("bench.p2", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
@@ -21,21 +27,38 @@ DEFAULT = ("p2", "p3", "p1", "p4", "tables")
 
 def main(argv: list[str]) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocrsite.settings")
+    from bench import report
+
     if argv and argv[0] in ("-h", "--help", "help"):
         print(__doc__)
         for name, (_m, _f, what) in BENCHMARKS.items():
             print(f"  {name:7s} {what}")
         return 0
+    if argv and argv[0] == "report":
+        date = argv[1] if len(argv) > 1 else dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+        print(report.write(date))
+        return 0
+    if argv and argv[0] == "readme":
+        print(report.update_readme(Path(argv[1]) if len(argv) > 1 else None))
+        return 0
     if argv and argv[0] not in BENCHMARKS:
         print(f"unknown benchmark {argv[0]!r}; one of: {', '.join(BENCHMARKS)}", file=sys.stderr)
         return 2
     runs = [(argv[0], argv[1:])] if argv else [(name, []) for name in DEFAULT]
+    failed = []
     for name, args in runs:
         module, func, _what = BENCHMARKS[name]
-        t0 = time.perf_counter()
-        getattr(importlib.import_module(module), func)(args)
-        print(f"\n({name} took {time.perf_counter() - t0:.0f} s)\n", file=sys.stderr, flush=True)
-    return 0
+        record = report.run_one(
+            name, lambda a, m=module, f=func: getattr(importlib.import_module(m), f)(a), args, whole=not argv
+        )
+        print(f"\n({name} took {record['seconds']} s)\n", file=sys.stderr, flush=True)
+        if record["error"]:
+            failed.append(name)
+        path = report.write(record["started"][:10])
+    print(f"report: {path}", file=sys.stderr)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

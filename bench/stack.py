@@ -169,14 +169,20 @@ def start_web(cmd: str, port: int, name: str = "web", environ: dict[str, str] | 
 
 
 def start_worker(
-    concurrency: int, environ: dict[str, str], name: str = "bench", queues: str = "cpu,layout,ocr"
+    concurrency: int,
+    environ: dict[str, str],
+    name: str = "bench",
+    queues: str = "cpu,layout,ocr",
+    app: str = "ocrsite",
 ) -> Proc:
     """One worker consuming ``queues`` (default: every queue) with ``concurrency`` prefork
-    children. Log level INFO as in the Procfile; "ready." in its log is the signal it consumes."""
+    children. Log level INFO as in the Procfile; "ready." in its log is the signal it consumes.
+    ``app`` is the Celery app module (P1 passes bench.celery_warm: the product's app plus a
+    note of which child ran which task)."""
     cmd = [
         str(BIN / "celery"),
         "-A",
-        "ocrsite",
+        app,
         "worker",
         "-Q",
         queues,
