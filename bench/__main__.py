@@ -15,7 +15,7 @@ from pathlib import Path
 
 # name → (module, function, what it measures)
 BENCHMARKS = {
-    "p2": ("bench.p2", "compare", "CPU engine vs Tesseract 5: s/page and word F1"),
+    "p2": ("bench.p2", "compare", "CPU engine, both profiles, vs Tesseract: CPU-s/page, F1"),
     "p3": ("bench.p3", "run", "text-layer fast path vs OCR path, per page"),
     "p1": ("bench.p1", "run", "pages/s through REST + Celery + Redis vs direct engine calls"),
     "p4": ("bench.p4", "run", "ingest: 64 concurrent 1 MB uploads, product vs a framework-free reference"),
