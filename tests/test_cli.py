@@ -70,3 +70,19 @@ def test_refused_file_exits_non_zero_with_its_code(var_dir):
     assert run.returncode != 0
     assert "input:encrypted" in run.stderr
     assert run.stdout == ""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's")
+def test_cli_fixes_glibc_mmap_threshold_only_when_asked(var_dir):
+    # The embedded CLI's peak memory (README: 0.58-0.73 GB → ~0.48 GB on a 300-dpi page) rests on
+    # this call taking effect before the engines load; 0 must leave glibc alone. In a child
+    # process, so this suite's own allocator keeps glibc's defaults.
+    code = (
+        "import django; django.setup();"
+        "from apps.jobs.management.commands.ocr import return_large_buffers as r;"
+        "print(r(0), r(2 * 1024 * 1024))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in SUITE_ONLY}
+    env.update(OCR_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="ocrsite.settings")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
