@@ -215,6 +215,7 @@ def compare(argv: list[str]) -> list[dict]:
                             "met": o["cpu"] <= t["cpu"]
                             and o["f1"] >= t["f1"]
                             and o["f1"] >= per_page[("accurate", p)]["f1"],
+                            "detail": True,  # per page: the report's P2 section, not its summary
                         }
                     )
         wall = [

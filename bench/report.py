@@ -120,6 +120,8 @@ def _machine() -> str:
 
 
 def _cell(value: object) -> str:
+    if isinstance(value, bool):
+        value = "yes" if value else "no"
     return str(value if value is not None else "").replace("|", "\\|").replace("\n", " ")
 
 
@@ -147,6 +149,8 @@ def build(date: str) -> str:
     for name in names:
         if name not in ORDER:
             rows += records[name]["rows"]
+    # Rows marked detail (P2's per page) are in their benchmark's own section, not the summary.
+    rows = [r for r in rows if not r.get("detail")]
     commits = sorted({r["commit"] for r in records.values()})
     out = [
         f"# Benchmark report {date}",
