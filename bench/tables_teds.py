@@ -12,10 +12,11 @@ import numpy as np
 import pymupdf
 
 from bench import common
+from bench.engines import django_settings
 from workers.content import tables
 from workers.content.accuracy import teds
 from workers.engines import textlayer
-from workers.engines.cpu import CpuLayoutConfig, CpuRecognizerConfig, RapidLayoutEngine, RapidOcrRecognizer
+from workers.engines.cpu import RapidLayoutEngine, RapidOcrRecognizer
 
 TRUTH = Path(__file__).resolve().parent / "tables"
 PAGES = ("table_page_2305.03393v1-pg9.pdf", "table_nics-background-checks-2015-11.pdf")
@@ -49,7 +50,13 @@ def run(argv: list[str]) -> list[dict]:
     load_before = common.loadavg()
     layout = recognizer = None
     if not args.no_raster:
-        layout, recognizer = RapidLayoutEngine(CpuLayoutConfig()), RapidOcrRecognizer(CpuRecognizerConfig())
+        # The engines as a worker builds them (the deployment's profile, OCR_CPU_PROFILE).
+        django_settings()
+        from workers import engine_setup
+
+        deployment = engine_setup.deployment()
+        layout = RapidLayoutEngine(deployment.cpu_layout)
+        recognizer = RapidOcrRecognizer(deployment.cpu_recognizer)
     rows = []
     for name in PAGES:
         truth = (TRUTH / name.replace(".pdf", ".html")).read_text()

@@ -103,6 +103,23 @@ def test_two_pass_detection_keeps_the_cheap_pass_for_normal_print_only(cache_dir
     assert "12 point text" in " ".join(line.text for line in lines)
 
 
+def test_a_page_holding_a_table_is_detected_at_full_size(cache_dir):
+    # Table grids are built from line boxes, and at the probe's size neighbouring cells merge (the
+    # arXiv table page fell from TEDS 0.93 to 0.34): a table region on the page skips the probe.
+    from workers.engines.base import LayoutBox
+
+    engine = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(cache_dir)))
+    detector = engine._ocr.text_det
+    image = _image(PHOTOTEST)
+    h, w = image.shape[:2]
+    engine.recognize(image, [LayoutBox("text", (0, 0, w, h))])
+    assert detector.last_pass == "probe"
+    engine.recognize(image, [LayoutBox("table", (0, 0, w, h))])
+    assert detector.last_pass == "full"
+    engine.recognize(image, [LayoutBox("text", (0, 0, w, h))])
+    assert detector.last_pass == "probe"  # the next page without a table is probed again
+
+
 def test_a_worker_process_loads_each_engine_once(settings, tmp_path):
     from workers import engine_setup
 

@@ -117,15 +117,17 @@ def test_teds_born_digital(name):
 
 
 def rasterised_table(name: str, dpi: int = 200) -> tables.Table | None:
-    """The page as a 200-dpi scan through the CPU layout and OCR engines: the grid of its
-    largest table region."""
-    from workers.engines.cpu import CpuLayoutConfig, CpuRecognizerConfig, RapidLayoutEngine, RapidOcrRecognizer
+    """The page as a 200-dpi scan through the CPU layout and OCR engines as a worker builds them
+    (the default profile): the grid of its largest table region."""
+    from workers import engine_setup
+    from workers.engines.cpu import RapidLayoutEngine, RapidOcrRecognizer
 
     page = pymupdf.open(dev_file(name))[0]
     pix = page.get_pixmap(dpi=dpi)
     image = np.frombuffer(pix.samples, np.uint8).reshape(pix.h, pix.w, pix.n)[:, :, :3].copy()
-    boxes = RapidLayoutEngine(CpuLayoutConfig()).detect([image])[0]
-    result = RapidOcrRecognizer(CpuRecognizerConfig()).recognize(image, boxes)
+    deployment = engine_setup.deployment()
+    boxes = RapidLayoutEngine(deployment.cpu_layout).detect([image])[0]
+    result = RapidOcrRecognizer(deployment.cpu_recognizer).recognize(image, boxes)
     found = [(b, t) for b, t in zip(boxes, result.texts, strict=True) if b.label == "table" and t.table]
     if not found:
         return None

@@ -162,7 +162,10 @@ class RapidOcrRecognizer:
             # rapidocr loads its detector lazily; load it now and put the two-pass one in its place.
             self._ocr.text_det = _TwoPassDetector(self._ocr._load_det_model(), config)
 
-    def read_lines(self, image: np.ndarray) -> list[TextLine]:
+    def read_lines(self, image: np.ndarray, *, full_detection: bool = False) -> list[TextLine]:
+        detector = self._ocr.text_det
+        if isinstance(detector, _TwoPassDetector):
+            detector.force_full = full_detection
         try:
             result = self._ocr(_bgr(image))
         except Exception as exc:  # onnxruntime raises plain exceptions on bad tensors
@@ -179,7 +182,10 @@ class RapidOcrRecognizer:
         # ``cancelled`` is not polled: one local pass is seconds, and the page's result is simply
         # not used once the job is cancelled.
         started = time.perf_counter()
-        lines = self.read_lines(image)
+        # A table's grid is built from its line boxes: at the probe's reduced size neighbouring
+        # cells merge into one box (the arXiv table page: TEDS 0.93 at full size, 0.34 probed),
+        # so a page the layout says holds a table is detected at full size.
+        lines = self.read_lines(image, full_detection=any(r.label == "table" for r in regions))
         recognition = assign_lines(lines, regions)
         for i, region in enumerate(regions):
             if region.label == "table":
@@ -202,6 +208,7 @@ class _TwoPassDetector:
         self._min_px = config.det_probe_min_px
         self._full = (config.det_limit_side, config.det_limit_type)
         self.last_pass = ""  # "probe" or "full": which pass the last page kept (tests, bench)
+        self.force_full = False  # set per page by the recognizer (pages holding a table)
 
     def __getattr__(self, name):
         return getattr(self._det, name)
@@ -211,6 +218,9 @@ class _TwoPassDetector:
         return self._det(img)
 
     def __call__(self, img: np.ndarray):
+        if self.force_full:
+            self.last_pass = "full"
+            return self._run(img, *self._full)
         out = self._run(img, self._probe, "max")
         if out.boxes is not None and len(out.boxes):
             scale = min(1.0, self._probe / max(img.shape[:2]))
