@@ -138,8 +138,11 @@ def queues_held(redis_client) -> Iterator[None]:
 
     Without this, a worker left running by an earlier test would process these jobs during the
     test, and a stage still in its transaction when the test's database flush truncates the
-    tables can deadlock with it. The held messages are consumed later and find no job row.
-    (tests.queues.Broker.paused insists on a running worker; these tests run without one too.)
+    tables can deadlock with it. What the test sent is dropped before the workers take their
+    queues back (its job rows are about to be truncated), and they are given back only once no
+    task is running or reserved, so nothing of this test runs during the flush: giving the queues
+    back with the messages still in them started ingests in the middle of the flush (a deadlock
+    in CI). (tests.queues.Broker.paused insists on a running worker; these tests run without one.)
     """
     control = current_app.control
     replies = control.inspect(timeout=2).active_queues() or {}
@@ -149,8 +152,26 @@ def queues_held(redis_client) -> Iterator[None]:
     try:
         yield
     finally:
+        redis_client.delete(*QUEUES)
+        workers = sorted({name for name, _ in taken})
+        if workers:
+            _wait_until_idle(control, workers)
         for name, queue in taken:
             control.add_consumer(queue, destination=[name], reply=True, timeout=5)
+
+
+def _wait_until_idle(control, workers: list[str], timeout: float = 60) -> None:
+    """Until none of ``workers`` runs or holds a task (one prefetched before its consumer was
+    cancelled still runs). Bounded: a stuck worker shows up in the tests that use it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        inspect = control.inspect(destination=workers, timeout=2)
+        busy = [
+            t for replies in (inspect.active() or {}, inspect.reserved() or {}) for ts in replies.values() for t in ts
+        ]
+        if not busy:
+            return
+        time.sleep(0.5)
 
 
 def settle(redis_client, timeout: float = 180) -> None:
