@@ -192,7 +192,7 @@ OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # The embedded CLI (manage.py ocr) asks glibc to serve allocations of this many bytes or more
 # with their own mappings, returned to the system when freed. By default glibc raises that
 # threshold as large buffers come and go, so freed page and tensor buffers stay in the heap: on a
-# 300-dpi page peak RSS is 0.58-0.73 GB with glibc's default and ~0.48 GB with 2 MiB, for ~4
+# 300-dpi page peak RSS is 0.58-0.76 GB with glibc's default and ~0.48 GB with 2 MiB, for ~4
 # CPU-s more in page faults (measured in the README). 0 leaves glibc's default. Workers keep it
 # (throughput first; their memory is bounded by the pod's limit).
 OCR_CLI_MMAP_THRESHOLD = env_int("OCR_CLI_MMAP_THRESHOLD", 2 * 1024 * 1024)

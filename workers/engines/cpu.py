@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 
@@ -140,7 +138,7 @@ class RapidOcrRecognizer:
         if config.rec_head == "latin":
             from workers.engines.cpu_models import latin_rec_model
 
-            extra["Rec.model_path"] = str(latin_rec_model(_cache_dir(config.model_cache_dir)))
+            extra["Rec.model_path"] = str(latin_rec_model(config.model_cache_dir))
         elif config.rec_head != "full":
             raise ValueError(f"unknown rec_head {config.rec_head!r}: 'full' or 'latin'")
         self._ocr = RapidOCR(
@@ -235,11 +233,6 @@ def line_heights(quads: np.ndarray) -> np.ndarray:
     """Height of each detected quad (points clockwise from top-left): mean of its two sides."""
     q = np.asarray(quads, dtype=np.float64)
     return (np.linalg.norm(q[:, 3] - q[:, 0], axis=1) + np.linalg.norm(q[:, 2] - q[:, 1], axis=1)) / 2
-
-
-def _cache_dir(configured: str):
-    """Where derived models are written: the configured directory, else a per-user temp one."""
-    return Path(configured) if configured else Path(tempfile.gettempdir()) / "ocr-models"
 
 
 def table_text(text: RegionText) -> RegionText:

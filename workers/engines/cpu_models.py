@@ -50,13 +50,17 @@ def is_latin(entry: str, ranges: tuple[tuple[int, int], ...] = LATIN_RANGES) -> 
     return bool(entry) and all(any(a <= ord(ch) <= b for a, b in ranges) for ch in entry)
 
 
-def latin_rec_model(cache_dir: Path, source: Path | None = None) -> Path:
+def latin_rec_model(cache_dir: Path | str, source: Path | None = None) -> Path:
     """Path of the Latin-head recognition model, building it under ``cache_dir`` if needed (or
-    under the temp directory when ``cache_dir`` cannot be written, e.g. a read-only image)."""
+    under the temp directory when none is configured or it cannot be written, e.g. a read-only
+    image)."""
+    fallback = Path(tempfile.gettempdir()) / "ocr-models"
+    if not cache_dir:
+        return _latin_rec_model(fallback, source)
     try:
         return _latin_rec_model(Path(cache_dir), source)
     except PermissionError:
-        return _latin_rec_model(Path(tempfile.gettempdir()) / "ocr-models", source)
+        return _latin_rec_model(fallback, source)
 
 
 def _latin_rec_model(cache_dir: Path, source: Path | None) -> Path:
