@@ -162,7 +162,9 @@ def queues_held(redis_client) -> Iterator[None]:
 
 def _wait_until_idle(control, workers: list[str], timeout: float = 60) -> None:
     """Until none of ``workers`` runs or holds a task (one prefetched before its consumer was
-    cancelled still runs). Bounded: a stuck worker shows up in the tests that use it."""
+    cancelled still runs). Bounded: a stuck worker shows up in the tests that use it. It asks the
+    workers rather than Broker.wait_idle's Redis bookkeeping: an unacked entry left by a worker an
+    earlier test killed would hold that wait until its visibility timeout, and fail a teardown."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         inspect = control.inspect(destination=workers, timeout=2)
