@@ -15,7 +15,7 @@ class ApiConfig(AppConfig):
 
         # Pillow's own decompression-bomb guard, set from our limit in every process that loads
         # Django (web, workers, the CLI): Image.open refuses past twice this many pixels even on
-        # a path that forgot the explicit check in workers/pipeline/probe.py.
+        # a path that forgot the explicit check in apps/jobs/documents.py (probe).
         Image.MAX_IMAGE_PIXELS = settings.OCR_MAX_IMAGE_PIXELS
 
         from apps.api.throttles import parse_rate
