@@ -9,7 +9,7 @@ waits OCR_BATCH_WINDOW_MS (plus one timer tick, a tenth of that) before its pass
 Why celery-batches rather than our own consumer: it keeps Celery's delivery guarantees. With
 ``acks_late`` the buffered messages stay unacknowledged until the batch has run, so a worker
 that dies mid-batch has its pages delivered again (and the pipeline's compare-and-set claim
-keeps a redelivery harmless). Two things it leaves to us, handled here:
+keeps a redelivery harmless). Three things it leaves to us, handled here:
 
 - Prefetch. Unacked messages count against the consumer's prefetch limit, and the platform
   runs GPU queues with ``prefetch_multiplier=1``: a one-process layout worker would only ever
@@ -18,6 +18,13 @@ keeps a redelivery harmless). Two things it leaves to us, handled here:
 - Retries. A batch task has no per-message ``retry``; the layout stage hands the claims of a
   transient failure back and re-sends those pages itself (``workers.retry``'s policy; attempts
   are counted on the page rows, so this cannot loop forever).
+- A pass that never returns. celery-batches acknowledges a batch's messages only when its pass
+  returns; when the pool process running it dies (OOM killer, SIGKILL, a segfault in an engine)
+  nothing acknowledges them, and each such batch keeps its messages counted against the
+  consumer's prefetch window for the worker's life. Two of them and a one-process layout worker
+  takes no message again: every page sent to it waits forever (seen in the fault tests). Here a
+  pass that fails rejects its messages; the pages it had claimed are handed back and sent again
+  by the sweep once their claim is stale (a redelivery now would find them still claimed).
 
 The batch runs in the pool without Celery's per-task time limits (celery-batches calls the
 pool directly); the sweep's stale-claim rule is the backstop for a hung pass.
@@ -32,7 +39,8 @@ from collections.abc import Iterable, Sequence
 from queue import Queue
 from typing import Any
 
-from celery_batches import Batches
+from celery_batches import Batches, SimpleRequest
+from celery_batches.trace import apply_batches_task
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +75,7 @@ class Collector(Batches):
     """
 
     abstract = True
-    acks_late = True
+    acks_late = True  # always: flush() acknowledges a pass's messages once it returns
     ignore_result = True
     window_s = 0.1
     # Batches of this many consumed while the next fills: prefetch = prefetch_depth × flush_every.
@@ -83,6 +91,30 @@ class Collector(Batches):
         if first is not None and self._buffer.qsize() < self.flush_every and time.monotonic() - first < self.window_s:
             return  # the window is open and the batch not full yet
         super()._do_flush()
+
+    def flush(self, requests: Sequence[Any]) -> Any:
+        """Run a pass in the pool: its messages are acknowledged when it returns and rejected
+        when it does not (celery-batches' own flush leaves them unacknowledged then)."""
+        requests = list(requests)
+        batch = ([SimpleRequest.from_request(r) for r in requests],)
+
+        def returned(_result: Any) -> None:
+            for request in requests:
+                request.acknowledge()
+
+        def failed(exc: Any) -> None:
+            log.warning(
+                "%s: a pass over %d messages did not return (%s); their pages go back to the sweep",
+                self.name,
+                len(requests),
+                getattr(exc, "exception", exc),
+            )
+            for request in requests:
+                request.reject(requeue=False)
+
+        return self._pool.apply_async(
+            apply_batches_task, (self, batch, 0, None), callback=returned, error_callback=failed
+        )
 
     def Strategy(self, task: Any, app: Any, consumer: Any):
         handler = super().Strategy(task, app, consumer)
