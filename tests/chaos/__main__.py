@@ -53,6 +53,7 @@ from pathlib import Path
 import psutil
 import psycopg
 import pymupdf
+import redis
 import requests
 from PIL import Image
 
@@ -650,6 +651,7 @@ def run(size: Size, seed: int) -> dict:
         for thread in fault_threads:
             thread.join(timeout=60)
         pages_db, jobs_db, dup_pages = count_rows(stack.database_url)
+        stuck = stuck_state(stack, [d for d in docs if d.job_id and d.status not in ("done", "failed", "cancelled")])
     finally:
         stop.set()
         stack.stop()
@@ -697,6 +699,7 @@ def run(size: Size, seed: int) -> dict:
         "startup_s": round(ready - started, 1),
         "run_s": round(drained - ready, 1),
         "problems": {str(d.index): d.problems or [f"status {d.status!r}"] for d in lost},
+        "stuck": stuck,
         "lost_or_wrong": len(lost),
         "load_avg": os.getloadavg(),
         "load_avg_1min_max": max(loads, default=None),
@@ -714,6 +717,32 @@ def count_rows(database_url: str) -> tuple[int, int, int]:
     return pages, jobs, dups
 
 
+def stuck_state(stack: Stack, docs: list[Doc]) -> dict:
+    """Where the jobs that never ended stand, for the report: each job's status and its pages'
+    (status, attempts, seconds since last touched), and what waits in Redis. Empty when none."""
+    if not docs:
+        return {}
+    out: dict = {"jobs": {}}
+    with psycopg.connect(stack.database_url) as conn:
+        for doc in docs:
+            job = conn.execute(
+                "SELECT status, page_count, extract(epoch FROM now() - updated_at)::int FROM jobs_job WHERE id = %s",
+                (doc.job_id,),
+            ).fetchone()
+            pages = conn.execute(
+                "SELECT index, status, attempts, extract(epoch FROM now() - updated_at)::int FROM jobs_page"
+                " WHERE job_id = %s ORDER BY index",
+                (doc.job_id,),
+            ).fetchall()
+            out["jobs"][str(doc.index)] = {"kind": doc.kind, "job": job, "pages": pages}
+    try:
+        client = redis.Redis(port=stack.redis_port)
+        out["redis"] = {q: client.llen(q) for q in ("cpu", "layout", "ocr")} | {"unacked": client.hlen("unacked")}
+    except redis.RedisError as exc:  # a report, not a check: say what went wrong and go on
+        out["redis"] = repr(exc)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="ci")
@@ -728,11 +757,13 @@ def main() -> int:
     postgres_bin()  # no server binaries: say so before anything starts
     report = run(size, args.seed)
     (ARTIFACTS / "report.json").write_text(json.dumps(report, indent=2))
-    summary = {k: v for k, v in report.items() if k not in ("kills", "problems")}
+    summary = {k: v for k, v in report.items() if k not in ("kills", "problems", "stuck")}
     print(json.dumps(summary, indent=2))
     failures = []
     if report["lost_or_wrong"]:
         failures.append(f"{report['lost_or_wrong']} jobs lost or wrong: {list(report['problems'].items())[:10]}")
+        if report["stuck"]:
+            failures.append(f"where the unfinished jobs stand: {json.dumps(report['stuck'])[:3000]}")
     if report["jobs_in_database"] != size.jobs:
         failures.append(f"{report['jobs_in_database']} jobs in the database for {size.jobs} documents")
     if report["duplicate_page_rows"]:
