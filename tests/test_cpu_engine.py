@@ -34,7 +34,13 @@ def cache_dir(tmp_path_factory):
 
 def test_profiles_select_their_engine_config():
     fast = profile_config("fast", threads=1)
-    assert (fast.rec_head, fast.det_probe_side, fast.rec_batch, fast.threads) == ("latin", 960, 4, 1)
+    assert (fast.rec_head, fast.det_probe_side, fast.rec_batch, fast.rec_min_width, fast.threads) == (
+        "latin",
+        960,
+        4,
+        96,
+        1,
+    )
     accurate = profile_config("accurate")
     assert accurate == CpuRecognizerConfig(rec_batch=16), "accurate is the engine as it was"
     # An explicitly configured knob beats the profile's value.
@@ -118,6 +124,41 @@ def test_a_page_holding_a_table_is_detected_at_full_size(cache_dir):
     assert detector.last_pass == "full"
     engine.recognize(image, [LayoutBox("text", (0, 0, w, h))])
     assert detector.last_pass == "probe"  # the next page without a table is probed again
+
+
+def _cells() -> np.ndarray:
+    """A grid of short numbers far apart, as in a statistics table: one short crop each."""
+    from PIL import ImageDraw, ImageFont
+
+    sheet = Image.new("RGB", (1200, 500), "white")
+    draw = ImageDraw.Draw(sheet)
+    font = ImageFont.load_default(size=32)
+    for row, values in enumerate((("17", "4,082", "93"), ("250", "61", "7.5%"), ("1,204", "38", "600"))):
+        for col, value in enumerate(values):
+            draw.text((80 + col * 400, 60 + row * 150), value, fill="black", font=font)
+    return np.asarray(sheet)
+
+
+def test_short_crops_are_padded_to_the_narrow_width_and_read_the_same(cache_dir):
+    # A 48x60 crop (a table cell, a short number) was padded to 320 px before recognition: the
+    # fast profile pads to 96, and the text must not change.
+    base = profile_config("fast", threads=1, model_cache_dir=str(cache_dir))
+    narrow = RapidOcrRecognizer(base)
+    wide = RapidOcrRecognizer(replace(base, rec_min_width=320))
+    image = _cells()
+    narrow.read_lines(image)  # rapidocr loads its recognizer on first use
+    real = narrow._ocr.text_rec.session
+    widths = []
+
+    def spy(batch):  # records the tensor widths the model gets; the real model still runs
+        widths.append(batch.shape[3])
+        return real(batch)
+
+    narrow._ocr.text_rec.session = spy
+    texts = [line.text for line in narrow.read_lines(image)]
+    assert {"17", "4,082", "93", "250", "61", "7.5%", "1,204", "38", "600"} <= set(texts)
+    assert [line.text for line in wide.read_lines(image)] == texts
+    assert widths and max(widths) < 320 and min(widths) >= 96
 
 
 def test_a_worker_process_loads_each_engine_once(settings, tmp_path):
