@@ -11,8 +11,8 @@ of the phototest scan) and poll them:
 
 - R1 load: every job must end ``done``; each result holds its own document's text and no
   other's, each page once, no region twice.
-- R2 worker deaths: pool processes and whole workers SIGKILLed at random moments (a killed whole
-  worker is started again, as a supervisor would).
+- R2 worker deaths: pool processes and whole workers SIGKILLed at random moments (a worker that
+  ends, killed or by itself, is started again a second later, as a supervisor would).
 - R3 broker loss: Redis SIGKILLed mid-run and restarted empty. The API answers 503
   ``busy:unavailable`` while it is down (clients retry with the same Idempotency-Key); whatever it
   accepted (202) must complete, through the sweep for messages Redis lost.
@@ -314,6 +314,7 @@ class Stack:
         self.database_url = self.postgres.url("ocr_chaos")
         self.procs: dict[str, subprocess.Popen] = {}
         self.redis: subprocess.Popen | None = None
+        self.stopping = False
         self.env = {
             **os.environ,
             # Persistent connections with health checks, as deployed (the settings' defaults): a
@@ -376,6 +377,8 @@ class Stack:
         )
 
     def start_worker(self, queue_name: str, concurrency: int) -> None:
+        if self.stopping:  # the supervisor thread may still be restarting one
+            return
         cmd = [sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", queue_name]
         cmd += ["-n", f"{queue_name}@chaos", "--concurrency", str(concurrency), "--loglevel", "INFO"]
         self.spawn(queue_name, cmd)
@@ -396,6 +399,8 @@ class Stack:
         wait_port(self.web_port)
 
     def stop(self) -> None:
+        self.stopping = True
+        time.sleep(0.2)  # a worker the supervisor is starting right now gets into procs first
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -517,12 +522,13 @@ def watcher(base: str, key: str, docs: list[Doc], figures: Figures, stop: thread
 
 
 def killer(stack: Stack, size: Size, stop: threading.Event, log: list[dict], rng: random.Random) -> None:
-    """SIGKILL a pool process or a whole worker at random moments; start whole workers again."""
+    """SIGKILL a pool process or a whole worker at random moments (``supervisor`` starts a
+    killed worker again)."""
     t0 = time.monotonic()
     while len(log) < size.kills and not stop.is_set():
         if stop.wait(rng.uniform(0.3, 1.7) * size.kill_every_s):
             return
-        queue_name, concurrency = rng.choice(Stack.WORKERS)
+        queue_name, _concurrency = rng.choice(Stack.WORKERS)
         proc = stack.procs[queue_name]
         try:
             children = psutil.Process(proc.pid).children()
@@ -540,7 +546,21 @@ def killer(stack: Stack, size: Size, stop: threading.Event, log: list[dict], rng
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             log.append({"t": round(time.monotonic() - t0, 1), "what": f"{queue_name} worker"})
-            time.sleep(rng.uniform(0.5, 3))
+
+
+def supervisor(stack: Stack, stop: threading.Event, log: list[dict]) -> None:
+    """Start again every worker whose process ended, a second after, as Kubernetes or compose's
+    restart policy does: a worker killed whole, and one that exited by itself. Celery exits
+    ("Could not start worker processes") when a pool process dies before its pool has started,
+    which a pool-process kill right after a restart does (seen in a CI rehearsal: without a
+    supervisor the cpu queue, the sweep's, was left with no worker at all)."""
+    t0 = time.monotonic()
+    while not stop.wait(0.5):
+        for queue_name, concurrency in Stack.WORKERS:
+            code = stack.procs[queue_name].poll()
+            if code is None or stop.wait(1.0):
+                continue
+            log.append({"t": round(time.monotonic() - t0, 1), "worker": queue_name, "exit": code})
             stack.start_worker(queue_name, concurrency)
 
 
@@ -602,6 +622,7 @@ def run(size: Size, seed: int) -> dict:
     stack = Stack()
     figures = Figures()
     kills: list[dict] = []
+    restarts: list[dict] = []
     outage: dict = {}
     pg_outage: dict = {}
     loads: list[float] = []
@@ -614,6 +635,7 @@ def run(size: Size, seed: int) -> dict:
         ready = time.monotonic()
         fault_threads = [
             threading.Thread(target=killer, args=(stack, size, stop, kills, rng), daemon=True),
+            threading.Thread(target=supervisor, args=(stack, stop, restarts), daemon=True),
             threading.Thread(target=redis_outage, args=(stack, size, docs, figures, stop, outage), daemon=True),
             threading.Thread(
                 target=postgres_outage, args=(stack, size, docs, figures, stop, outage, pg_outage), daemon=True
@@ -670,6 +692,9 @@ def run(size: Size, seed: int) -> dict:
         "clients": size.clients,
         "kills": kills,
         "kill_count": len(kills),
+        "restarts": restarts,
+        # Workers that exited without a whole-worker kill (SIGKILL's -9), started again.
+        "exits_of_their_own": sum(1 for r in restarts if r["exit"] != -signal.SIGKILL),
         "redis_outage": {
             "seconds": size.outage_s,
             "accepted_before": outage.get("accepted_before"),
@@ -757,7 +782,7 @@ def main() -> int:
     postgres_bin()  # no server binaries: say so before anything starts
     report = run(size, args.seed)
     (ARTIFACTS / "report.json").write_text(json.dumps(report, indent=2))
-    summary = {k: v for k, v in report.items() if k not in ("kills", "problems", "stuck")}
+    summary = {k: v for k, v in report.items() if k not in ("kills", "restarts", "problems", "stuck")}
     print(json.dumps(summary, indent=2))
     failures = []
     if report["lost_or_wrong"]:
