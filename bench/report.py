@@ -104,7 +104,8 @@ def run_one(name: str, func: Callable[[list[str]], object], args: list[str], who
         "seconds": round(time.perf_counter() - t0),
         "load_before": load_before,
         "load_after": common.loadavg(),
-        "rows": [{k: r[k] for k in COLUMNS if k in r} for r in rows],
+        # "detail" marks a row for its benchmark's own section only (the summary leaves it out).
+        "rows": [{k: r[k] for k in (*COLUMNS, "detail") if k in r} for r in rows],
         "output": tee.kept.getvalue(),
         "error": error,
     }
