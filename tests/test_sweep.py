@@ -1,5 +1,5 @@
-"""Unit-level repair: each branch of the sweep, one bad page in a layout batch, and running out
-of transient retries.
+"""Unit-level repair: each branch of the sweep, one bad page in a layout batch, running out
+of transient retries, and beat's sweep not retried through a database outage.
 
 Rows are put in the state a crash or a lost message leaves behind, then the sweep (or the
 layout stage) runs in this process against the real PostgreSQL and the real Redis broker; what
@@ -247,3 +247,52 @@ def test_transient_layout_failures_retry_until_the_attempts_run_out(
     assert engine.calls == settings.OCR_MAX_ATTEMPTS
     outcomes = list(page.events.order_by("id").values_list("outcome", flat=True))
     assert outcomes == ["retry"] * (settings.OCR_MAX_ATTEMPTS - 1) + ["failed"]
+
+
+# --- beat's tasks are not retried ---------------------------------------------------------------
+
+
+@pytest.fixture
+def database_down(transactional_db):
+    """The test database unreachable for this process: its connection pointed at a port nothing
+    listens on, so every query raises Django's real OperationalError (restored afterwards)."""
+    import socket
+
+    from django.db import connection
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead_port = sock.getsockname()[1]
+    saved = dict(connection.settings_dict)
+    connection.close()
+    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(dead_port))
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+
+
+def test_a_sweep_that_meets_a_database_outage_is_not_retried_but_ingest_is(database_down):
+    """The next beat is the sweep's retry (it declares max_retries=0); a job stage retries."""
+    from celery import signals
+    from django.db import OperationalError
+
+    from workers.ingest import ingest
+    from workers.sweep import sweep
+
+    retried: list[str] = []
+
+    def on_retry(sender=None, **_kw):
+        retried.append(sender.name)
+
+    signals.task_retry.connect(on_retry)
+    try:
+        result = sweep.apply()
+        assert result.state == "FAILURE" and isinstance(result.result, OperationalError)
+        assert retried == []
+        ingest.apply(args=["00000000-0000-0000-0000-000000000000"])
+        assert retried == [TaskName.INGEST.value] * (settings.OCR_MAX_ATTEMPTS - 1)
+    finally:
+        signals.task_retry.disconnect(on_retry)

@@ -8,9 +8,11 @@ Two places apply it, for two kinds of work:
   budget is spent the page fails with the engine's code. A claim whose worker died is released by
   the sweep, which fails the page as ``page:stalled`` once its attempts are spent (a page that
   kills its worker every time must not loop forever).
-- Job stages (ingest, assembly, sweep) have no row counter: ``PipelineTask`` retries a transient
+- Job stages (ingest, assembly) have no row counter: ``PipelineTask`` retries a transient
   failure that escapes them through Celery, ``max_attempts`` times in all, with the same backoff.
   After that the job's stale ``updated_at`` brings the sweep back to it.
+- Beat's own tasks (sweep, retention purge) declare ``max_retries=0`` and are not retried: the
+  next beat is their retry, and retried copies would only pile up behind an outage.
 
 The backoff is exponential with full jitter: attempt n waits a uniform draw from
 [0, min(cap, base × 2^(n-1))] seconds, so a burst of failures does not come back as a burst.
@@ -72,7 +74,7 @@ class PipelineTask(Task):
             return super().__call__(*args, **kwargs)
         except Exception as exc:
             rules = policy()
-            if not rules.is_transient(exc):
+            if not rules.is_transient(exc) or self.max_retries == 0:
                 raise
             attempt = self.request.retries + 1
             raise self.retry(exc=exc, countdown=rules.backoff_s(attempt), max_retries=rules.max_attempts - 1) from exc
