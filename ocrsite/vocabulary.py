@@ -72,6 +72,13 @@ class RecognizerKind(StrEnum):
     VLLM_PAGE = "vllm-page"  # a one-stage model reading the whole page
 
 
+class CpuProfile(StrEnum):
+    """OCR_CPU_PROFILE: the CPU recognizer's trade-off (``workers.engines.cpu.CPU_PROFILES``)."""
+
+    FAST = "fast"  # Latin head, two-pass detection, small padded batches: the default
+    ACCURATE = "accurate"  # every script, full detection resolution
+
+
 class ErrorCode(StrEnum):
     """Stable codes clients and operators branch on. The prefix says who refused or failed."""
 

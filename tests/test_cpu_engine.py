@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from ocrsite.vocabulary import CpuProfile
 from workers.engines.cpu import (
     CPU_PROFILES,
     CpuRecognizerConfig,
@@ -47,7 +48,7 @@ def test_profiles_select_their_engine_config():
     assert profile_config("fast", rec_batch=16).rec_batch == 16
     with pytest.raises(ValueError, match="unknown CPU engine profile"):
         profile_config("turbo")
-    assert set(CPU_PROFILES) == {"fast", "accurate"}
+    assert set(CPU_PROFILES) == {"fast", "accurate"} == set(CpuProfile), "the profiles settings accept"
 
 
 def test_settings_choose_the_profile(settings, tmp_path):

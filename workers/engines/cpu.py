@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ocrsite.vocabulary import ErrorCode
+from ocrsite.vocabulary import CpuProfile, ErrorCode
 from workers.content import tables
 from workers.engines.base import (
     LABELS,
@@ -77,9 +77,9 @@ class CpuRecognizerConfig:
 # ~40% less recognition CPU than 16 at the same word F1, and a lower peak memory) padded to 96 px
 # rather than 320 (short crops: table cells, numbers); "accurate" is
 # every script at full detection resolution, as before. bench p2 measures both.
-CPU_PROFILES: dict[str, dict] = {
-    "fast": {"rec_head": "latin", "det_probe_side": 960, "rec_batch": 4, "rec_min_width": 96},
-    "accurate": {"rec_head": "full", "det_probe_side": 0, "rec_batch": 16, "rec_min_width": 320},
+CPU_PROFILES: dict[CpuProfile, dict] = {
+    CpuProfile.FAST: {"rec_head": "latin", "det_probe_side": 960, "rec_batch": 4, "rec_min_width": 96},
+    CpuProfile.ACCURATE: {"rec_head": "full", "det_probe_side": 0, "rec_batch": 16, "rec_min_width": 320},
 }
 
 
