@@ -23,7 +23,7 @@ from ocrsite.env import (
     env_str,
 )
 from ocrsite.logcontext import logging_config
-from ocrsite.vocabulary import ROUTES, CpuProfile, JobEngine, LayoutKind, Queue, RecognizerKind, TaskName
+from ocrsite.vocabulary import ROUTES, CpuProfile, CpuRuntime, JobEngine, LayoutKind, Queue, RecognizerKind, TaskName
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OCR_VAR_DIR", str(BASE_DIR / "var")))
@@ -187,6 +187,8 @@ OCR_DET_LIMIT_TYPE = env_choice("OCR_DET_LIMIT_TYPE", "min", ("min", "max"))
 # a classifier cut to Latin characters and detects at 960 px unless the print is small; "accurate"
 # reads every script the model knows at full detection resolution. bench p2 measures both.
 OCR_CPU_PROFILE = env_choice("OCR_CPU_PROFILE", CpuProfile.FAST.value, tuple(CpuProfile))
+# What runs the recognition model: empty for the profile's (fast: openvino, accurate: onnxruntime).
+OCR_CPU_RUNTIME = env_choice("OCR_CPU_RUNTIME", "", ("", *CpuRuntime))
 # Where derived models (the Latin recognition head) are written once per install.
 OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # The embedded CLI (manage.py ocr) asks glibc to serve allocations of this many bytes or more

@@ -79,6 +79,13 @@ class CpuProfile(StrEnum):
     ACCURATE = "accurate"  # every script, full detection resolution
 
 
+class CpuRuntime(StrEnum):
+    """OCR_CPU_RUNTIME: what runs the CPU recognizer's ONNX model (empty setting: the profile's)."""
+
+    ONNXRUNTIME = "onnxruntime"  # the smaller memory footprint
+    OPENVINO = "openvino"  # about half the recognition CPU here; ~0.1 GB more resident
+
+
 class ErrorCode(StrEnum):
     """Stable codes clients and operators branch on. The prefix says who refused or failed."""
 

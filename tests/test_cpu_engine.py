@@ -35,11 +35,12 @@ def cache_dir(tmp_path_factory):
 
 def test_profiles_select_their_engine_config():
     fast = profile_config("fast", threads=1)
-    assert (fast.rec_head, fast.det_probe_side, fast.rec_batch, fast.rec_min_width, fast.threads) == (
+    assert (fast.rec_head, fast.det_probe_side, fast.rec_batch, fast.rec_min_width, fast.runtime, fast.threads) == (
         "latin",
         960,
         4,
         96,
+        "openvino",
         1,
     )
     accurate = profile_config("accurate")
@@ -62,8 +63,10 @@ def test_settings_choose_the_profile(settings, tmp_path):
             cfg = engine_setup.deployment().cpu_recognizer
             assert (cfg.rec_head, cfg.model_cache_dir) == (head, str(tmp_path))
         settings.OCR_REC_BATCH = 7
+        settings.OCR_CPU_RUNTIME = "onnxruntime"
         engine_setup.deployment.cache_clear()
-        assert engine_setup.deployment().cpu_recognizer.rec_batch == 7
+        cfg = engine_setup.deployment().cpu_recognizer
+        assert (cfg.rec_batch, cfg.runtime) == (7, "onnxruntime"), "explicit settings beat the fast profile"
     finally:
         engine_setup.deployment.cache_clear()
 
@@ -138,6 +141,22 @@ def _cells() -> np.ndarray:
         for col, value in enumerate(values):
             draw.text((80 + col * 400, 60 + row * 150), value, fill="black", font=font)
     return np.asarray(sheet)
+
+
+def test_openvino_reads_what_onnxruntime_reads(cache_dir):
+    # The fast profile runs recognition on OpenVINO over the same ONNX file (the Latin head built
+    # from the wheel's model): same lines, same text, and no download (the path is given).
+    fast = profile_config("fast", threads=1, model_cache_dir=str(cache_dir))
+    on_openvino = RapidOcrRecognizer(fast)
+    on_onnxruntime = RapidOcrRecognizer(replace(fast, runtime="onnxruntime"))
+    for image in (_image(PHOTOTEST), _cells()):
+        lines = on_openvino.read_lines(image)
+        assert lines
+        assert [(l.text, l.bbox) for l in lines] == [(l.text, l.bbox) for l in on_onnxruntime.read_lines(image)]
+    assert type(on_openvino._ocr.text_rec.session).__name__ == "OpenVINOInferSession"
+    assert type(on_onnxruntime._ocr.text_rec.session).__name__ == "OrtInferSession"
+    # Detection stays on onnxruntime in both (memory: whole-page inputs).
+    assert type(on_openvino._ocr.text_det._det.session).__name__ == "OrtInferSession"
 
 
 def test_short_crops_are_padded_to_the_narrow_width_and_read_the_same(cache_dir):

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from django.conf import settings
 
-from ocrsite.vocabulary import LayoutKind, RecognizerKind
+from ocrsite.vocabulary import CpuRuntime, LayoutKind, RecognizerKind
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
 from workers.engines.cpu import CpuLayoutConfig, profile_config
@@ -30,6 +30,7 @@ def deployment() -> registry.EngineSettings:
             threads=threads,
             det_max_side=settings.OCR_DET_MAX_SIDE,
             **({"rec_batch": settings.OCR_REC_BATCH} if settings.OCR_REC_BATCH > 0 else {}),
+            **({"runtime": CpuRuntime(settings.OCR_CPU_RUNTIME)} if settings.OCR_CPU_RUNTIME else {}),
             det_limit_side=settings.OCR_DET_LIMIT_SIDE,
             det_limit_type=settings.OCR_DET_LIMIT_TYPE,
             model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR),
