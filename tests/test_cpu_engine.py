@@ -159,6 +159,19 @@ def test_openvino_reads_what_onnxruntime_reads(cache_dir):
     assert type(on_openvino._ocr.text_det._det.session).__name__ == "OrtInferSession"
 
 
+def test_threads_sharing_one_engine_each_get_their_own_page(cache_dir):
+    # A Celery thread pool shares one engine per process; OpenVINO's infer request and the
+    # two-pass detector's per-call size are not safe to share, so calls are serialised.
+    from concurrent.futures import ThreadPoolExecutor
+
+    engine = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(cache_dir)))
+    pages = [_image(PHOTOTEST), _cells()]
+    expected = [[line.text for line in engine.read_lines(page)] for page in pages]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: [line.text for line in engine.read_lines(pages[i % 2])], range(8)))
+    assert got == [expected[i % 2] for i in range(8)]
+
+
 def test_short_crops_are_padded_to_the_narrow_width_and_read_the_same(cache_dir):
     # A 48x60 crop (a table cell, a short number) was padded to 320 px before recognition: the
     # fast profile pads to 96, and the text must not change.

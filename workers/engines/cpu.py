@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -186,15 +187,20 @@ class RapidOcrRecognizer:
         if config.det_probe_side > 0:
             # rapidocr loads its detector lazily; load it now and put the two-pass one in its place.
             self._ocr.text_det = _TwoPassDetector(self._ocr._load_det_model(), config)
+        # One page at a time per engine: rapidocr's OpenVINO session holds one infer request whose
+        # output buffer the next call overwrites, and the two-pass detector sets its size per
+        # call. Prefork workers never contend for it; a thread pool (-P threads) would.
+        self._lock = threading.Lock()
 
     def read_lines(self, image: np.ndarray, *, full_detection: bool = False) -> list[TextLine]:
-        detector = self._ocr.text_det
-        if isinstance(detector, _TwoPassDetector):
-            detector.force_full = full_detection
-        try:
-            result = self._ocr(_bgr(image))
-        except Exception as exc:  # onnxruntime raises plain exceptions on bad tensors
-            raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
+        with self._lock:
+            detector = self._ocr.text_det
+            if isinstance(detector, _TwoPassDetector):
+                detector.force_full = full_detection
+            try:
+                result = self._ocr(_bgr(image))
+            except Exception as exc:  # onnxruntime raises plain exceptions on bad tensors
+                raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
         if result.boxes is None or result.txts is None:
             return []
         lines = []
