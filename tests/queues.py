@@ -31,12 +31,12 @@ class Broker:
     def unacked(self) -> int:
         return int(self.redis.hlen(UNACKED_KEY))
 
-    def wait_for(self, predicate, timeout: float = 60, what: str = "condition") -> None:
+    def wait_for(self, predicate, timeout: float = 60, what: str = "condition", poll: float = 0.1) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate():
                 return
-            time.sleep(0.1)
+            time.sleep(poll)
         raise AssertionError(
             f"timed out after {timeout}s waiting for {what}; queues {self.lengths()}, unacked {self.unacked()}"
         )

@@ -11,14 +11,14 @@ tests caught it as jobs that never finished).
 
 from __future__ import annotations
 
-import time
-
 import psutil
 import pytest
+from celery import current_app
 
 from apps.jobs import enqueue
 from apps.jobs.models import Page
 from tests.perimeter import queues_held
+from tests.queues import Broker
 from tests.test_sweep import page_with_image, png_of_text
 
 KILLS = 3  # more than the window of two messages
@@ -28,17 +28,9 @@ def status_of(page: Page) -> str:
     return Page.objects.values_list("status", flat=True).get(pk=page.pk)
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_pass_whose_pool_process_dies_does_not_deafen_the_worker(start_worker, redis_client):
+    broker = Broker(current_app, redis_client)
     with queues_held(redis_client):
         worker = start_worker(
             queues="layout",
@@ -51,7 +43,8 @@ def test_a_pass_whose_pool_process_dies_does_not_deafen_the_worker(start_worker,
             for _ in range(KILLS * 3):  # a pass can finish before the kill lands: try again
                 page = page_with_image(png_of_text())
                 enqueue.detect_layout([page.pk])
-                wait_for(lambda page=page: status_of(page) != "queued", 60, "the worker to claim the page")
+                # Polled often: the kill must land while the pass runs.
+                broker.wait_for(lambda page=page: status_of(page) != "queued", 60, "the claim", poll=0.005)
                 for child in psutil.Process(worker.proc.pid).children():
                     if child.status() != psutil.STATUS_ZOMBIE:  # one pool process; a dead one may linger
                         child.kill()
@@ -64,7 +57,9 @@ def test_a_pass_whose_pool_process_dies_does_not_deafen_the_worker(start_worker,
 
             last = page_with_image(png_of_text())
             enqueue.detect_layout([last.pk])
-            wait_for(lambda: status_of(last) == "detected", 60, f"the page sent after the kills:\n{worker.tail()}")
+            broker.wait_for(
+                lambda: status_of(last) == "detected", 60, f"the page sent after the kills:\n{worker.tail()}"
+            )
             assert "did not return" in worker.log.read_text()
         finally:
             worker.stop()

@@ -254,24 +254,12 @@ def test_transient_layout_failures_retry_until_the_attempts_run_out(
 
 @pytest.fixture
 def database_down(transactional_db):
-    """The test database unreachable for this process: its connection pointed at a port nothing
-    listens on, so every query raises Django's real OperationalError (restored afterwards)."""
-    import socket
+    """The test database unreachable for this process: every query raises Django's real
+    OperationalError (``tests.test_outage.postgresql_unreachable``; restored afterwards)."""
+    from tests.test_outage import postgresql_unreachable
 
-    from django.db import connection
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead_port = sock.getsockname()[1]
-    saved = dict(connection.settings_dict)
-    connection.close()
-    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(dead_port))
-    try:
+    with postgresql_unreachable():
         yield
-    finally:
-        connection.close()
-        connection.settings_dict.clear()
-        connection.settings_dict.update(saved)
 
 
 def test_a_sweep_that_meets_a_database_outage_is_not_retried_but_ingest_is(database_down):
