@@ -314,7 +314,6 @@ class Stack:
         self.database_url = self.postgres.url("ocr_chaos")
         self.procs: dict[str, subprocess.Popen] = {}
         self.redis: subprocess.Popen | None = None
-        self.stopping = False
         self.env = {
             **os.environ,
             # Persistent connections with health checks, as deployed (the settings' defaults): a
@@ -377,8 +376,6 @@ class Stack:
         )
 
     def start_worker(self, queue_name: str, concurrency: int) -> None:
-        if self.stopping:  # the supervisor thread may still be restarting one
-            return
         cmd = [sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", queue_name]
         cmd += ["-n", f"{queue_name}@chaos", "--concurrency", str(concurrency), "--loglevel", "INFO"]
         self.spawn(queue_name, cmd)
@@ -399,8 +396,6 @@ class Stack:
         wait_port(self.web_port)
 
     def stop(self) -> None:
-        self.stopping = True
-        time.sleep(0.2)  # a worker the supervisor is starting right now gets into procs first
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -627,6 +622,8 @@ def run(size: Size, seed: int) -> dict:
     pg_outage: dict = {}
     loads: list[float] = []
     stop = threading.Event()
+    # Joined before the stack stops, whatever happens: it must not start a worker during teardown.
+    supervising = threading.Thread(target=supervisor, args=(stack, stop, restarts), daemon=True)
     started = time.monotonic()
     try:
         stack.start()
@@ -635,7 +632,7 @@ def run(size: Size, seed: int) -> dict:
         ready = time.monotonic()
         fault_threads = [
             threading.Thread(target=killer, args=(stack, size, stop, kills, rng), daemon=True),
-            threading.Thread(target=supervisor, args=(stack, stop, restarts), daemon=True),
+            supervising,
             threading.Thread(target=redis_outage, args=(stack, size, docs, figures, stop, outage), daemon=True),
             threading.Thread(
                 target=postgres_outage, args=(stack, size, docs, figures, stop, outage, pg_outage), daemon=True
@@ -676,6 +673,8 @@ def run(size: Size, seed: int) -> dict:
         stuck = stuck_state(stack, [d for d in docs if d.job_id and d.status not in ("done", "failed", "cancelled")])
     finally:
         stop.set()
+        if supervising.is_alive():
+            supervising.join(timeout=30)
         stack.stop()
 
     lost = [d for d in docs if d.problems or d.status != "done"]
