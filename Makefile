@@ -6,10 +6,12 @@ DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
 .PHONY: venv demo test test-vllm test-images test-chaos up services bench bench-report bench-readme lint migrate clean locks k8s
 
-$(BIN)/.installed: requirements/base.txt requirements/dev.txt
+# The images' lock constrains the runtime's transitive dependencies, so tests run what ships and a
+# new upstream release does not change a fresh machine's venv.
+$(BIN)/.installed: requirements/base.txt requirements/dev.txt requirements/lock/app.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements/dev.txt
+	$(BIN)/pip install --quiet -r requirements/dev.txt -c requirements/lock/app.txt
 	touch $@
 
 venv: $(BIN)/.installed
