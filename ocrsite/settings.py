@@ -187,7 +187,9 @@ OCR_DET_LIMIT_TYPE = env_choice("OCR_DET_LIMIT_TYPE", "min", ("min", "max"))
 # a classifier cut to Latin characters and detects at 960 px unless the print is small; "accurate"
 # reads every script the model knows at full detection resolution. bench p2 measures both.
 OCR_CPU_PROFILE = env_choice("OCR_CPU_PROFILE", CpuProfile.FAST.value, tuple(CpuProfile))
-# What runs the recognition model: empty for the profile's (fast: openvino, accurate: onnxruntime).
+# What runs the recognition model: empty for the profile's (fast: auto, accurate: onnxruntime);
+# auto picks openvino on a CPU with AVX-512 (where it was measured to save ~40% of recognition CPU)
+# and onnxruntime elsewhere (on AVX2 it saved nothing and held ~0.1 GB more).
 OCR_CPU_RUNTIME = env_choice("OCR_CPU_RUNTIME", "", ("", *CpuRuntime))
 # Where derived models (the Latin recognition head) are written once per install.
 OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))

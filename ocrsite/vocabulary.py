@@ -83,7 +83,8 @@ class CpuRuntime(StrEnum):
     """OCR_CPU_RUNTIME: what runs the CPU recognizer's ONNX model (empty setting: the profile's)."""
 
     ONNXRUNTIME = "onnxruntime"  # the smaller memory footprint
-    OPENVINO = "openvino"  # about half the recognition CPU here; ~0.1 GB more resident
+    OPENVINO = "openvino"  # ~40% less recognition CPU on AVX-512 CPUs, none on AVX2; ~0.1 GB more
+    AUTO = "auto"  # openvino where the CPU has AVX-512, onnxruntime elsewhere
 
 
 class ErrorCode(StrEnum):

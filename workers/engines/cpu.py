@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -71,24 +72,25 @@ class CpuRecognizerConfig:
     det_probe_side: int = 0
     det_probe_min_px: float = 13.0
     model_cache_dir: str = ""
-    # Inference runtime for recognition, reading the same ONNX file: "onnxruntime" or "openvino"
-    # (Intel's CPU runtime; on this project's 2-core AMD dev box the same model costs about half
-    # the CPU at the same text, bench p2). Detection and layout always run on onnxruntime.
+    # Inference runtime for recognition, reading the same ONNX file: "onnxruntime", "openvino"
+    # (Intel's CPU runtime) or "auto" (resolved by profile_config / the recognizer: see
+    # auto_runtime). Detection and layout always run on onnxruntime.
     runtime: CpuRuntime = CpuRuntime.ONNXRUNTIME
 
 
 # Engine profiles (OCR_CPU_PROFILE): "fast" is the Latin head, two-pass detection, batches of 4
 # line crops (rapidocr sorts crops by width, so small batches pad less: on the dev pages 4 took
 # ~40% less recognition CPU than 16 at the same word F1, and a lower peak memory) padded to 96 px
-# rather than 320 (short crops: table cells, numbers), recognised on OpenVINO; "accurate" is
-# every script at full detection resolution on onnxruntime, as before. bench p2 measures both.
+# rather than 320 (short crops: table cells, numbers), recognised on the runtime that is cheaper on
+# this CPU; "accurate" is every script at full detection resolution on onnxruntime, as before.
+# bench p2 measures both.
 CPU_PROFILES: dict[CpuProfile, dict] = {
     CpuProfile.FAST: {
         "rec_head": "latin",
         "det_probe_side": 960,
         "rec_batch": 4,
         "rec_min_width": 96,
-        "runtime": CpuRuntime.OPENVINO,
+        "runtime": CpuRuntime.AUTO,
     },
     CpuProfile.ACCURATE: {
         "rec_head": "full",
@@ -101,10 +103,36 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
 
 
 def profile_config(profile: str, **fields) -> CpuRecognizerConfig:
-    """The recognizer config of an engine profile; ``fields`` (explicit settings) override it."""
+    """The recognizer config of an engine profile; ``fields`` (explicit settings) override it.
+    An ``auto`` runtime is resolved here, so the config says what will run."""
     if profile not in CPU_PROFILES:
         raise ValueError(f"unknown CPU engine profile {profile!r}; choose one of {', '.join(CPU_PROFILES)}")
-    return CpuRecognizerConfig(**{**CPU_PROFILES[profile], **fields})
+    config = CpuRecognizerConfig(**{**CPU_PROFILES[profile], **fields})
+    return replace(config, runtime=auto_runtime()) if config.runtime == CpuRuntime.AUTO else config
+
+
+def auto_runtime(cpu_flags: frozenset[str] | None = None) -> CpuRuntime:
+    """OpenVINO where the CPU has AVX-512, onnxruntime elsewhere.
+
+    Measured with bench p2 on the recognition model (one thread, same text): on a 2-core AMD EPYC
+    with AVX-512 (and BF16) OpenVINO took ~40% less CPU than onnxruntime (~30% with bfloat16 turned
+    off); on a 2-core AMD EPYC with AVX2 only, ~3% more. OpenVINO also holds ~0.1 GB more, so it
+    is chosen only where it pays. Flags come from /proc/cpuinfo; elsewhere (macOS, Windows, ARM)
+    onnxruntime, the smaller footprint.
+    """
+    flags = cpu_flags if cpu_flags is not None else _cpu_flags()
+    return CpuRuntime.OPENVINO if "avx512f" in flags else CpuRuntime.ONNXRUNTIME
+
+
+def _cpu_flags() -> frozenset[str]:
+    try:
+        with Path("/proc/cpuinfo").open(encoding="ascii", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
 
 
 def _ort_engine_cfg(threads: int) -> dict:
@@ -164,10 +192,12 @@ class RapidOcrRecognizer:
             extra["Rec.model_path"] = str(latin_rec_model(config.model_cache_dir))
         elif config.rec_head != "full":
             raise ValueError(f"unknown rec_head {config.rec_head!r}: 'full' or 'latin'")
-        if config.runtime == CpuRuntime.OPENVINO:
+        runtime = auto_runtime() if config.runtime == CpuRuntime.AUTO else config.runtime
+        if runtime == CpuRuntime.OPENVINO:
             extra.update(_openvino_params(threads, extra.get("Rec.model_path")))
-        elif config.runtime != CpuRuntime.ONNXRUNTIME:
+        elif runtime != CpuRuntime.ONNXRUNTIME:
             raise ValueError(f"unknown runtime {config.runtime!r}: {', '.join(CpuRuntime)}")
+        self.runtime = runtime  # what runs recognition (``auto`` resolved)
         self._ocr = RapidOCR(
             params={
                 **extra,
