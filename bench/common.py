@@ -34,14 +34,19 @@ SCANNED_OCR_TEST_TEXT = "Docling bundles PDF document conversion to JSON and Mar
 
 
 def machine() -> dict:
-    cpu = ""
+    cpu, flags = "", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith("model name") and not cpu:
                 cpu = line.split(":", 1)[1].strip()
-                break
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
     except OSError:
         cpu = platform.processor()
+    # The vector extensions decide which CPU runtime is cheaper (workers.engines.cpu.auto_runtime),
+    # and one model name ("AMD EPYC") covers machines with and without AVX-512.
+    vector = "+".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags)
+    cpu = f"{cpu}; {vector}" if vector else cpu
     ram_gib = 0.0
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():

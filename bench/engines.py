@@ -26,6 +26,7 @@ from workers.engines.cpu import (
     RapidLayoutEngine,
     RapidOcrRecognizer,
     sort_lines,
+    with_runtime_resolved,
 )
 
 
@@ -47,8 +48,9 @@ def production_config(**overrides) -> CpuRecognizerConfig:
 
 
 def profile_config(profile: str, **overrides) -> CpuRecognizerConfig:
-    """The deployment's recognizer config under an engine profile (OCR_CPU_PROFILE)."""
-    return production_config(**{**CPU_PROFILES[profile], **overrides})
+    """The deployment's recognizer config under an engine profile (OCR_CPU_PROFILE), its ``auto``
+    runtime resolved for this CPU as a worker resolves it, so run records say what ran."""
+    return with_runtime_resolved(production_config(**{**CPU_PROFILES[profile], **overrides}))
 
 
 class Product:

@@ -100,6 +100,7 @@ def run_one(name: str, func: Callable[[list[str]], object], args: list[str], who
         "name": name,
         "command": command_line(name, args, whole),
         "commit": commit,
+        "machine": _machine(),
         "started": started.strftime("%Y-%m-%d %H:%M:%S UTC"),
         "seconds": round(time.perf_counter() - t0),
         "load_before": load_before,
@@ -118,6 +119,20 @@ def run_one(name: str, func: Callable[[list[str]], object], args: list[str], who
 def _machine() -> str:
     info = common.machine()
     return f"{info['cpu']}, {info['nproc']} cores, {info['ram_gib']} GiB RAM, Python {info['python']}"
+
+
+UNRECORDED = "not recorded (a run from before records named their machine)"
+
+
+def _machines(records: dict[str, dict]) -> str:
+    """Each machine the day's runs were recorded on, with its benchmarks: one day's runs may come
+    from different machines (the same model name with and without AVX-512, say)."""
+    seen: dict[str, list[str]] = {}
+    for name, record in records.items():
+        seen.setdefault(record.get("machine") or UNRECORDED, []).append(name)
+    if len(seen) == 1:
+        return next(iter(seen))
+    return "; ".join(f"{machine} ({', '.join(names)})" for machine, names in seen.items())
 
 
 def _cell(value: object) -> str:
@@ -156,7 +171,7 @@ def build(date: str) -> str:
     out = [
         f"# Benchmark report {date}",
         "",
-        f"- machine: {_machine()}",
+        f"- machine: {_machines(records)}",
         f"- date: {date} (runs {min(r['started'] for r in records.values())} to "
         f"{max(r['started'] for r in records.values())})",
         f"- git commit: {', '.join(commits)}",
@@ -176,6 +191,7 @@ def build(date: str) -> str:
             "",
             f"- command: `{r['command']}`",
             f"- started: {r['started']}, took {r['seconds']} s, git commit {r['commit']}",
+            f"- machine: {r.get('machine') or UNRECORDED}",
             f"- load average before → after: {r['load_before']} → {r['load_after']}",
             "",
             r["output"].strip() or "(printed nothing)",

@@ -15,6 +15,7 @@ RUN = {
     "name": "p4",
     "command": "make bench BENCH_ARGS=p4",
     "commit": "0123456789ab",
+    "machine": "AMD EPYC; avx2, 2 cores, 23.5 GiB RAM, Python 3.11.7",
     "started": "2026-01-02 03:04:05 UTC",
     "seconds": 250,
     "load_before": "1.00 0.50 0.20",
@@ -42,14 +43,24 @@ def _report(tmp_path, monkeypatch) -> str:
     day = tmp_path / "runs" / "2026-01-02"
     day.mkdir(parents=True)
     (day / "p4.json").write_text(json.dumps(RUN))
-    (day / "p3.json").write_text(json.dumps({**RUN, "name": "p3", "rows": [], "output": "p3 printed this\n"}))
+    other = RUN["machine"].replace("avx2", "avx2+avx512f")
+    (day / "p3.json").write_text(
+        json.dumps({**RUN, "name": "p3", "machine": other, "rows": [], "output": "p3 printed this\n"})
+    )
     return report.build("2026-01-02")
 
 
 def test_report_holds_rows_outputs_machine_and_the_p2_placeholder(tmp_path, monkeypatch):
     text = _report(tmp_path, monkeypatch)
     assert text.startswith("# Benchmark report 2026-01-02")
-    assert re.search(r"^- machine: .+ cores, .+ GiB RAM, Python ", text, flags=re.M)
+    # Runs of one day can come from different machines: the report names each with its runs, from
+    # the records (not the machine that builds the report).
+    assert (
+        "- machine: AMD EPYC; avx2+avx512f, 2 cores, 23.5 GiB RAM, Python 3.11.7 (p3); "
+        "AMD EPYC; avx2, 2 cores, 23.5 GiB RAM, Python 3.11.7 (p4)\n" in text
+    )
+    p3_section = text.split("## p3\n", 1)[1].split("## p4\n", 1)[0]
+    assert "- machine: AMD EPYC; avx2+avx512f, 2 cores, 23.5 GiB RAM, Python 3.11.7\n" in p3_section
     assert "- git commit: 0123456789ab" in text
     summary = text.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert summary[0].startswith("| benchmark | measure | ours | reference | ratio |")
@@ -62,6 +73,15 @@ def test_report_holds_rows_outputs_machine_and_the_p2_placeholder(tmp_path, monk
     assert "p3 printed this" in text
     assert "- command: `make bench BENCH_ARGS=p4`" in text
     assert "- load average before → after: 1.00 0.50 0.20 → 3.10 2.00 1.00" in text
+
+
+def test_a_run_recorded_without_its_machine_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "RUNS", tmp_path / "runs")
+    day = tmp_path / "runs" / "2026-01-02"
+    day.mkdir(parents=True)
+    (day / "p4.json").write_text(json.dumps({k: v for k, v in RUN.items() if k != "machine"}))
+    text = report.build("2026-01-02")
+    assert f"- machine: {report.UNRECORDED}\n" in text, "not the machine that happens to build the report"
 
 
 def test_readme_block_is_the_reports_summary(tmp_path, monkeypatch):

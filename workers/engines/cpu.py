@@ -107,7 +107,11 @@ def profile_config(profile: str, **fields) -> CpuRecognizerConfig:
     An ``auto`` runtime is resolved here, so the config says what will run."""
     if profile not in CPU_PROFILES:
         raise ValueError(f"unknown CPU engine profile {profile!r}; choose one of {', '.join(CPU_PROFILES)}")
-    config = CpuRecognizerConfig(**{**CPU_PROFILES[profile], **fields})
+    return with_runtime_resolved(CpuRecognizerConfig(**{**CPU_PROFILES[profile], **fields}))
+
+
+def with_runtime_resolved(config: CpuRecognizerConfig) -> CpuRecognizerConfig:
+    """``config`` with an ``auto`` runtime replaced by the one this CPU gets."""
     return replace(config, runtime=auto_runtime()) if config.runtime == CpuRuntime.AUTO else config
 
 
