@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from workers.engines.cpu import this_cpu_flags
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 DEV = Path(os.environ.get("OCR_DEV_DATA", str(ROOT.parent / "shared" / "data" / "dev")))
@@ -34,15 +36,15 @@ SCANNED_OCR_TEST_TEXT = "Docling bundles PDF document conversion to JSON and Mar
 
 
 def machine() -> dict:
-    cpu, flags = "", set()
+    cpu = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and not cpu:
+            if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
+                break
     except OSError:
         cpu = platform.processor()
+    flags = this_cpu_flags()
     # The vector extensions decide which CPU runtime is cheaper (workers.engines.cpu.auto_runtime),
     # and one model name ("AMD EPYC") covers machines with and without AVX-512.
     vector = "+".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags)

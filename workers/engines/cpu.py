@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -124,11 +125,13 @@ def auto_runtime(cpu_flags: frozenset[str] | None = None) -> CpuRuntime:
     is chosen only where it pays. Flags come from /proc/cpuinfo; elsewhere (macOS, Windows, ARM)
     onnxruntime, the smaller footprint.
     """
-    flags = cpu_flags if cpu_flags is not None else _cpu_flags()
+    flags = cpu_flags if cpu_flags is not None else this_cpu_flags()
     return CpuRuntime.OPENVINO if "avx512f" in flags else CpuRuntime.ONNXRUNTIME
 
 
-def _cpu_flags() -> frozenset[str]:
+@functools.cache
+def this_cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none), read once."""
     try:
         with Path("/proc/cpuinfo").open(encoding="ascii", errors="replace") as cpuinfo:
             for line in cpuinfo:
@@ -187,6 +190,7 @@ class RapidOcrRecognizer:
         from rapidocr import RapidOCR
 
         _quiet("RapidOCR")
+        config = with_runtime_resolved(config)
         self.config = config
         threads = config.threads if config.threads > 0 else -1
         extra: dict = {}
@@ -196,12 +200,10 @@ class RapidOcrRecognizer:
             extra["Rec.model_path"] = str(latin_rec_model(config.model_cache_dir))
         elif config.rec_head != "full":
             raise ValueError(f"unknown rec_head {config.rec_head!r}: 'full' or 'latin'")
-        runtime = auto_runtime() if config.runtime == CpuRuntime.AUTO else config.runtime
-        if runtime == CpuRuntime.OPENVINO:
+        if config.runtime == CpuRuntime.OPENVINO:
             extra.update(_openvino_params(threads, extra.get("Rec.model_path")))
-        elif runtime != CpuRuntime.ONNXRUNTIME:
+        elif config.runtime != CpuRuntime.ONNXRUNTIME:
             raise ValueError(f"unknown runtime {config.runtime!r}: {', '.join(CpuRuntime)}")
-        self.runtime = runtime  # what runs recognition (``auto`` resolved)
         self._ocr = RapidOCR(
             params={
                 **extra,
@@ -225,6 +227,11 @@ class RapidOcrRecognizer:
         # output buffer the next call overwrites, and the two-pass detector sets its size per
         # call. Prefork workers never contend for it; a thread pool (-P threads) would.
         self._lock = threading.Lock()
+
+    @property
+    def runtime(self) -> CpuRuntime:
+        """What runs recognition (an ``auto`` config resolved)."""
+        return self.config.runtime
 
     def read_lines(self, image: np.ndarray, *, full_detection: bool = False) -> list[TextLine]:
         with self._lock:
