@@ -12,19 +12,32 @@ cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 OUT=var/k8s
 
-venv() {  # venv DIR REQUIREMENTS: (re)build when the requirements file is newer than the stamp
-  if [ ! -f "$1/.installed" ] || [ "$2" -nt "$1/.installed" ]; then
-    rm -rf "$1"
-    "$PY" -m venv "$1"
-    "$1/bin/pip" install --quiet --disable-pip-version-check -r "$2" >"/tmp/k8s-pip-$(basename "$1").log" 2>&1 \
-      || { tail -50 "/tmp/k8s-pip-$(basename "$1").log"; exit 1; }
-    touch "$1/.installed"
+# Each venv installs its input (requirements/X.txt) constrained by its lock (requirements/lock/X.txt,
+# a `pip freeze` of a venv that passed), so a new upstream release of a transitive dependency
+# cannot change what CI runs; an input pin the lock does not match fails the install loudly.
+# `.ci/k8s.sh --relock` reinstalls both without the locks and rewrites them from what resolved.
+relock=0
+[ "${1:-}" = "--relock" ] && relock=1
+venv() {  # venv DIR NAME: (re)build when its input or lock is newer than the stamp
+  local dir=$1 input=requirements/$2.txt lock=requirements/lock/$2.txt constraint=()
+  [ "$relock" = 1 ] || constraint=(-c "$lock")
+  if [ "$relock" = 1 ] || [ ! -f "$dir/.installed" ] || [ "$input" -nt "$dir/.installed" ] || [ "$lock" -nt "$dir/.installed" ]; then
+    rm -rf "$dir"
+    "$PY" -m venv "$dir"
+    "$dir/bin/pip" install --quiet --disable-pip-version-check -r "$input" "${constraint[@]}" >"/tmp/k8s-pip-$2.log" 2>&1 \
+      || { tail -50 "/tmp/k8s-pip-$2.log"; exit 1; }
+    if [ "$relock" = 1 ]; then
+      { echo "# pip freeze of .venv-$2 (requirements/$2.txt) as installed by \`.ci/k8s.sh --relock\`; edit the"
+        echo "# input and relock rather than this file. .ci/k8s.sh installs the input constrained by it."
+        "$dir/bin/pip" freeze --disable-pip-version-check; } > "$lock"
+    fi
+    touch "$dir/.installed"
   fi
 }
 
 start=$(date +%s)
-venv .venv-infra requirements/infra.txt
-venv .venv-checkov requirements/checkov.txt
+venv .venv-infra infra
+venv .venv-checkov checkov
 echo "k8s: tools ready in $(( $(date +%s) - start ))s"
 
 rm -rf "$OUT" && mkdir -p "$OUT"

@@ -147,7 +147,7 @@ def _cells() -> np.ndarray:
     return np.asarray(sheet)
 
 
-def test_auto_runtime_takes_openvino_only_where_the_cpu_has_avx512():
+def test_auto_runtime_takes_openvino_only_where_the_cpu_has_avx512(caplog):
     # The measured split: ~40% less recognition CPU with AVX-512, none with AVX2 only (and
     # OpenVINO holds ~0.1 GB more), so AVX2 and non-x86 machines keep onnxruntime.
     assert auto_runtime(frozenset({"fma", "avx2", "avx512f", "avx512_bf16"})) == "openvino"
@@ -155,8 +155,11 @@ def test_auto_runtime_takes_openvino_only_where_the_cpu_has_avx512():
     assert auto_runtime(frozenset()) == "onnxruntime", "no /proc/cpuinfo (macOS, Windows): onnxruntime"
     here = "avx512f" in Path("/proc/cpuinfo").read_text().split()
     assert auto_runtime() == ("openvino" if here else "onnxruntime"), "this machine's own flags are read"
-    engine = RapidOcrRecognizer(CpuRecognizerConfig(threads=1, runtime="auto"))
+    with caplog.at_level("INFO", logger="workers.engines.cpu"):
+        engine = RapidOcrRecognizer(CpuRecognizerConfig(threads=1, runtime="auto"))
     assert engine.runtime == auto_runtime(), "a recognizer built with auto resolves it too"
+    # The worker's log says what was chosen, so an operator need not know the rule or the CPU.
+    assert f"recognition on {auto_runtime()} (auto: chosen for this CPU)" in caplog.text
 
 
 def test_openvino_reads_what_onnxruntime_reads(cache_dir):

@@ -32,6 +32,8 @@ from workers.engines.base import (
 )
 from workers.engines.geometry import best_container, iou, quad_to_box, union_box
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class CpuLayoutConfig:
@@ -190,6 +192,8 @@ class RapidOcrRecognizer:
         from rapidocr import RapidOCR
 
         _quiet("RapidOCR")
+        started = time.perf_counter()
+        runtime_was_auto = config.runtime == CpuRuntime.AUTO
         config = with_runtime_resolved(config)
         self.config = config
         threads = config.threads if config.threads > 0 else -1
@@ -223,6 +227,16 @@ class RapidOcrRecognizer:
         if config.det_probe_side > 0:
             # rapidocr loads its detector lazily; load it now and put the two-pass one in its place.
             self._ocr.text_det = _TwoPassDetector(self._ocr._load_det_model(), config)
+        # Operators read what a worker really runs here: auto resolves per machine (auto_runtime).
+        log.info(
+            "CPU recognizer ready in %.1f s: recognition on %s%s, %s head, detection %s, %s thread(s)",
+            time.perf_counter() - started,
+            str(config.runtime),
+            " (auto: chosen for this CPU)" if runtime_was_auto else "",
+            config.rec_head,
+            f"probe {config.det_probe_side} px then full" if config.det_probe_side > 0 else "full size",
+            config.threads if config.threads > 0 else "runtime default",
+        )
         # One page at a time per engine: rapidocr's OpenVINO session holds one infer request whose
         # output buffer the next call overwrites, and the two-pass detector sets its size per
         # call. Prefork workers never contend for it; a thread pool (-P threads) would.
