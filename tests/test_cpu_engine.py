@@ -18,7 +18,9 @@ from workers.engines.cpu import (
     CpuRecognizerConfig,
     RapidOcrRecognizer,
     auto_runtime,
+    cpu_budget,
     profile_config,
+    resolve_threads,
 )
 from workers.engines.cpu_models import is_latin, latin_rec_model, wheel_rec_model
 
@@ -227,3 +229,48 @@ def test_a_worker_process_loads_each_engine_once(settings, tmp_path):
     finally:
         engine_setup.deployment.cache_clear()
         engine_setup.for_job.cache_clear()
+
+
+def test_threads_default_to_this_process_share_of_its_cpus():
+    assert resolve_threads(3, processes=2) == 3, "an explicit setting wins"
+    assert resolve_threads(0) == cpu_budget() >= 1
+    assert resolve_threads(0, processes=cpu_budget() * 4) == 1, "never fewer than one"
+    assert resolve_threads(0, processes=2) == max(1, cpu_budget() // 2)
+
+
+CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
+
+
+def test_cpu_budget_reads_a_containers_cpu_quota(tmp_path):
+    # What a container sees: its own cgroup as the root of /sys/fs/cgroup, with a CPU quota.
+    # Built for real with a cgroup (v1 cpu controller) holding a 0.5-CPU quota and a cgroup
+    # namespace rooted there; onnxruntime's own default would still start a thread per core.
+    import os
+    import subprocess
+    import sys
+    import uuid
+
+    if os.geteuid() != 0 or not (CGROUP_CPU / "cpu.cfs_quota_us").exists():
+        pytest.skip("needs root and a cgroup v1 cpu controller to build a container's quota")
+    group = CGROUP_CPU / f"ocr-test-{uuid.uuid4().hex[:8]}"
+    try:
+        group.mkdir()
+        (group / "cpu.cfs_quota_us").write_text("50000")  # 0.5 CPU of the 100 ms period
+    except OSError as exc:
+        pytest.skip(f"cannot create a cgroup here: {exc}")
+    probe = "from workers.engines.cpu import cpu_budget; print(cpu_budget())"
+    inner = f"umount {CGROUP_CPU}; mount -t cgroup -o cpu cgroup {CGROUP_CPU} && exec {sys.executable} -c '{probe}'"
+    try:
+        run = subprocess.run(
+            ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec unshare -m -C sh -c "{inner}"'],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+    finally:
+        group.rmdir()
+    if run.returncode != 0 and "unshare" in run.stderr:
+        pytest.skip(f"cannot enter a cgroup namespace here: {run.stderr.strip()}")
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout.strip()) == 1, "0.5 CPU of quota is one CPU's worth of threads, whatever the cores"

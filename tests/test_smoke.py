@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import dev_file, upload, wait_for_job
+from workers.engines.cpu import cpu_budget
 
 
 @pytest.mark.django_db(transaction=True)
@@ -21,3 +22,9 @@ def test_scan_goes_through_every_queue(api, worker):
     assert md["Content-Type"].startswith("text/markdown")
     text = md.content.decode().lower()
     assert "quick brown dog" in text and "lazy fox" in text
+    # The shared worker is a prefork pool of 2: each process's engines get half the CPU budget,
+    # not onnxruntime's default of every core (which a container's CPU quota would throttle).
+    per_process = max(1, cpu_budget() // 2)
+    log = worker.log.read_text()
+    assert f"engine threads: {per_process} per process (CPU budget {cpu_budget()} shared by 2 pool process(es)" in log
+    assert f"detection probe 960 px then full, {per_process} thread(s)" in log, worker.tail()

@@ -6,21 +6,53 @@ settings into ``EngineSettings`` and resolves each job's ``engine`` choice to th
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 
+from celery import concurrency
+from celery.concurrency import prefork
+from celery.signals import worker_init
 from django.conf import settings
 
 from ocrsite.vocabulary import CpuRuntime, LayoutKind, RecognizerKind
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
-from workers.engines.cpu import CpuLayoutConfig, profile_config
+from workers.engines.cpu import CpuLayoutConfig, cpu_budget, profile_config, resolve_threads
 from workers.engines.paddle import PaddleLayoutConfig
 from workers.engines.vllm import VllmConfig
+
+log = logging.getLogger(__name__)
+
+# How many engine processes share this process's CPU budget: a prefork pool's size, noted when
+# the worker starts (worker_init fires in the parent before it forks the pool, so the children
+# inherit it). Thread and solo pools share one engine per process: 1. The CLI: 1.
+_pool = {"processes": 1}
+
+
+@worker_init.connect
+def _note_pool_size(sender, **_kwargs) -> None:
+    forks = concurrency.get_implementation(sender.pool_cls) is prefork.TaskPool
+    _pool["processes"] = max(1, int(sender.concurrency or 1)) if forks else 1
+
+
+def engine_threads() -> int:
+    """Intra-op threads per engine in this process: OCR_ENGINE_THREADS, or (0) the CPU budget
+    (cores, affinity, container quota) divided among the prefork pool's processes, so a 2-CPU
+    pod running two pool processes gives each one thread however many cores its node has."""
+    threads = resolve_threads(settings.OCR_ENGINE_THREADS, _pool["processes"])
+    if settings.OCR_ENGINE_THREADS <= 0:
+        log.info(
+            "engine threads: %d per process (CPU budget %d shared by %d pool process(es); OCR_ENGINE_THREADS=0)",
+            threads,
+            cpu_budget(),
+            _pool["processes"],
+        )
+    return threads
 
 
 @lru_cache(maxsize=1)
 def deployment() -> registry.EngineSettings:
-    threads = settings.OCR_ENGINE_THREADS
+    threads = engine_threads()
     return registry.EngineSettings(
         layout=LayoutKind(settings.OCR_LAYOUT_ENGINE),
         recognizer=RecognizerKind(settings.OCR_RECOGNIZER),

@@ -39,12 +39,12 @@ log = logging.getLogger(__name__)
 class CpuLayoutConfig:
     conf_thresh: float = 0.5
     iou_thresh: float = 0.5
-    threads: int = 0
+    threads: int = 0  # 0: this process's CPU budget (resolve_threads)
 
 
 @dataclass(frozen=True)
 class CpuRecognizerConfig:
-    threads: int = 0
+    threads: int = 0  # intra-op threads; 0: this process's CPU budget (resolve_threads)
     det_max_side: int = 2000  # the whole page is first scaled to fit this (crops for recognition too)
     # Detection input: "min" grows the short side to det_limit_side (so a page is detected at full
     # resolution), "max" caps the long side at it. bench p2tune: "max" 960 halves a 200-dpi A4
@@ -144,8 +144,28 @@ def this_cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def cpu_budget() -> int:
+    """CPUs this process may keep busy: its physical cores, capped by its affinity mask and by its
+    cgroup's CPU quota (a container's CPU limit), at least 1; joblib (loky) reads all three.
+
+    onnxruntime's own default reads the cores only. Measured on the 2-core dev box (2026-12-03)
+    in a cgroup with a 1-CPU quota, the fast profile on the P2 pages: the default's two threads
+    took 3.5-3.6 s and CPU-s per page, one thread 2.8-3.0 s; a 2-CPU pod on an 8-core node would
+    run 4 threads per process (times the pool size) against its quota.
+    """
+    import joblib
+
+    return max(1, joblib.cpu_count(only_physical_cores=True))
+
+
+def resolve_threads(threads: int, processes: int = 1) -> int:
+    """Intra-op threads for one engine: ``threads`` when set (> 0), else this process's share of
+    the CPU budget among the ``processes`` that share it (a prefork pool's size), at least 1."""
+    return threads if threads > 0 else max(1, cpu_budget() // max(1, processes))
+
+
 def _ort_engine_cfg(threads: int) -> dict:
-    return {"intra_op_num_threads": threads if threads > 0 else -1, "inter_op_num_threads": 1}
+    return {"intra_op_num_threads": resolve_threads(threads), "inter_op_num_threads": 1}
 
 
 class RapidLayoutEngine:
@@ -196,7 +216,7 @@ class RapidOcrRecognizer:
         runtime_was_auto = config.runtime == CpuRuntime.AUTO
         config = with_runtime_resolved(config)
         self.config = config
-        threads = config.threads if config.threads > 0 else -1
+        threads = resolve_threads(config.threads)
         extra: dict = {}
         if config.rec_head == "latin":
             from workers.engines.cpu_models import latin_rec_model
@@ -229,13 +249,13 @@ class RapidOcrRecognizer:
             self._ocr.text_det = _TwoPassDetector(self._ocr._load_det_model(), config)
         # Operators read what a worker really runs here: auto resolves per machine (auto_runtime).
         log.info(
-            "CPU recognizer ready in %.1f s: recognition on %s%s, %s head, detection %s, %s thread(s)",
+            "CPU recognizer ready in %.1f s: recognition on %s%s, %s head, detection %s, %d thread(s)",
             time.perf_counter() - started,
             str(config.runtime),
             " (auto: chosen for this CPU)" if runtime_was_auto else "",
             config.rec_head,
             f"probe {config.det_probe_side} px then full" if config.det_probe_side > 0 else "full size",
-            config.threads if config.threads > 0 else "runtime default",
+            threads,
         )
         # One page at a time per engine: rapidocr's OpenVINO session holds one infer request whose
         # output buffer the next call overwrites, and the two-pass detector sets its size per
