@@ -44,7 +44,7 @@ def engine_threads() -> int:
         log.info(
             "engine threads: %d per process (CPU budget %d shared by %d pool process(es); OCR_ENGINE_THREADS=0)",
             threads,
-            cpu_budget(),
+            cpu_budget(),  # cached: the figure resolve_threads used
             _pool["processes"],
         )
     return threads

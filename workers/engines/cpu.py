@@ -144,13 +144,15 @@ def this_cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+@functools.cache
 def cpu_budget() -> int:
     """CPUs this process may keep busy: its physical cores, capped by its affinity mask and by its
-    cgroup's CPU quota (a container's CPU limit), at least 1; joblib (loky) reads all three.
+    cgroup's CPU quota (a container's CPU limit), at least 1; joblib (loky) reads all three. Read
+    once per process (forked pool children share their parent's cgroup).
 
     onnxruntime's own default reads the cores only. Measured on the 2-core dev box (2026-12-03)
     in a cgroup with a 1-CPU quota, the fast profile on the P2 pages: the default's two threads
-    took 3.5-3.6 s and CPU-s per page, one thread 2.8-3.0 s; a 2-CPU pod on an 8-core node would
+    took 3.6-3.8 s and CPU-s per page, one thread 2.9-3.2 s; a 2-CPU pod on an 8-core node would
     run 4 threads per process (times the pool size) against its quota.
     """
     import joblib
@@ -213,7 +215,6 @@ class RapidOcrRecognizer:
 
         _quiet("RapidOCR")
         started = time.perf_counter()
-        runtime_was_auto = config.runtime == CpuRuntime.AUTO
         config = with_runtime_resolved(config)
         self.config = config
         threads = resolve_threads(config.threads)
@@ -247,12 +248,11 @@ class RapidOcrRecognizer:
         if config.det_probe_side > 0:
             # rapidocr loads its detector lazily; load it now and put the two-pass one in its place.
             self._ocr.text_det = _TwoPassDetector(self._ocr._load_det_model(), config)
-        # Operators read what a worker really runs here: auto resolves per machine (auto_runtime).
+        # Operators read what a worker really runs here: `auto` resolves per machine (auto_runtime).
         log.info(
-            "CPU recognizer ready in %.1f s: recognition on %s%s, %s head, detection %s, %d thread(s)",
+            "CPU recognizer ready in %.1f s: recognition on %s, %s head, detection %s, %d thread(s)",
             time.perf_counter() - started,
             str(config.runtime),
-            " (auto: chosen for this CPU)" if runtime_was_auto else "",
             config.rec_head,
             f"probe {config.det_probe_side} px then full" if config.det_probe_side > 0 else "full size",
             threads,
