@@ -39,6 +39,7 @@ def test_scan_prints_markdown(var_dir):
     assert run.stdout.startswith("This is a lot of 12 point text"), run.stdout[:200]
     assert (var_dir / "ocr.sqlite3").exists(), "the embedded profile uses SQLite in OCR_VAR_DIR"
     assert "%" not in run.stderr, "a one-page document gets no progress bar"
+    assert " INFO " not in run.stderr, "the terminal shows the document, not the pipeline's INFO log"
 
 
 def test_multipage_json_with_progress_on_stderr(var_dir):

@@ -60,8 +60,9 @@ class Command(BaseCommand):
         # Before any engine loads: the embedded path runs on laptops, where peak memory matters.
         return_large_buffers(settings.OCR_CLI_MMAP_THRESHOLD)
         call_command("migrate", verbosity=0, interactive=False)
-        logging.getLogger("celery").setLevel(logging.WARNING)
-        logging.getLogger("apps").setLevel(logging.WARNING)
+        # The terminal shows the document; the pipeline's INFO lines are for worker logs.
+        for name in ("celery", "apps", "workers"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         celery_app.conf.task_always_eager = True
         celery_app.conf.task_eager_propagates = True
         # Register the tasks in this process so enqueueing by name runs them here (eager mode);
