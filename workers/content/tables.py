@@ -85,8 +85,16 @@ class Table:
 
 def to_dict(table: Table) -> dict:
     """The JSON shape: ``{"rows", "cols", "header_rows", "cells": [{row, col, rowspan, colspan,
-    text, bbox, header}]}``, cells in row-major order."""
+    text, bbox, header}]}``, cells in row-major order, plus ``caption`` and ``notes`` (the words
+    above and under the grid) when the table has them, so the cells and these two carry every
+    word of the region."""
+    extra = {
+        key: " ".join(w.text for w in words)
+        for key, words in (("caption", table.caption), ("notes", table.notes))
+        if words
+    }
     return {
+        **extra,
         "rows": table.n_rows,
         "cols": table.n_cols,
         "header_rows": table.header_rows,
