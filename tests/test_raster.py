@@ -1,35 +1,64 @@
-"""Page images: the direction text runs in, and sideways scans turned back upright."""
+"""Scan orientation: the quarter-turn a scanned page stands at, found from its ink, on real scans
+turned every way, and pages that do not say (a map, one line of text) left as they are."""
 
 from __future__ import annotations
 
 import numpy as np
 import pymupdf
+import pytest
 from PIL import Image
 
-from apps.jobs.documents import line_direction_score, straighten_sideways_scan
-from tests.conftest import dev_file
+from apps.jobs.documents import detect_orientation, render_pdf_page, turn_upright, upright_scan
+from tests.conftest import BUNDLED_DATA, dev_file
+
+SCANS = ["phototest.tif", "eurotext.tif", "scanned_ocr_test.pdf"]
 
 
-def test_line_direction_of_a_scan_and_of_it_turned():
-    scan = np.asarray(Image.open(dev_file("phototest.tif")).convert("L").reduce(6))
-    assert line_direction_score(scan) > 0.05
-    assert line_direction_score(np.rot90(scan)) < -0.05
-    assert line_direction_score(np.full((100, 100), 255, np.uint8)) == 0.0  # blank: no opinion
+def _image(name: str) -> tuple[np.ndarray, int]:
+    path = dev_file(name)
+    if path.suffix == ".pdf":
+        with pymupdf.open(path) as doc:
+            return render_pdf_page(doc[0], 150, 10**9)
+    return np.asarray(Image.open(path).convert("RGB")), 300
 
 
-def test_quarter_turned_scan_is_straightened_and_upright_pages_are_left_alone():
+def _turned(image: np.ndarray, rotation: int) -> np.ndarray:
+    """The image with its content turned ``rotation`` degrees clockwise."""
+    return np.ascontiguousarray(np.rot90(image, -rotation // 90))
+
+
+@pytest.mark.parametrize("name", SCANS)
+@pytest.mark.parametrize("rotation", [0, 90, 180, 270])
+def test_scan_turned_every_way_is_found_and_turned_back(name, rotation):
+    image, dpi = _image(name)
+    found = detect_orientation(_turned(image, rotation), dpi)
+    assert found.rotation == rotation, found
+    upright, turn = upright_scan(_turned(image, rotation), dpi)
+    assert turn == rotation and np.array_equal(upright, image)
+
+
+def test_batch_scanner_pages_at_four_orientations():
+    """OCRmyPDF's cardinal.pdf: one scan baked in at 0, 90, 180 and 270 degrees, one a page."""
+    with pymupdf.open(BUNDLED_DATA / "cardinal.pdf") as doc:
+        found = [detect_orientation(*render_pdf_page(page, 100, 10**9)).rotation for page in doc]
+    assert found == [0, 90, 180, 270]
+
+
+def test_page_stored_with_rotate_is_read_as_displayed():
+    """scanned_ocr_test_rotated_90.pdf stores the upright scan with /Rotate 270: displayed, its
+    text runs up the page, and the turn found is the one that displays it so."""
     with pymupdf.open(dev_file("scanned_ocr_test_rotated_90.pdf")) as doc:
-        page = doc[0]
-        assert page.rotation == 270
-        assert straighten_sideways_scan(page) is True
-        assert page.rotation == 0 and page.rect.height > page.rect.width
-    with pymupdf.open(dev_file("scanned_ocr_test.pdf")) as doc:
-        assert straighten_sideways_scan(doc[0]) is False and doc[0].rotation == 0
-    # A landscape page whose /Rotate is what makes its text upright keeps it.
+        image, dpi = render_pdf_page(doc[0], 100, 10**9)
+    assert detect_orientation(image, dpi).rotation == 270
+    assert turn_upright(image, 270).shape[0] > turn_upright(image, 270).shape[1]  # portrait again
+
+
+def test_pages_that_do_not_say_are_left_alone():
+    """A blank page, and a single line of text (whose word gaps look like the gaps between the
+    lines of a sideways page), keep their orientation."""
+    assert detect_orientation(np.full((400, 300, 3), 255, np.uint8), 100).rotation == 0
     doc = pymupdf.open()
-    page = doc.new_page(width=595, height=842)
-    for i in range(12):
-        # Lines drawn bottom to top, side by side: the page's /Rotate 90 shows them left to right.
-        page.insert_text((60 + 20 * i, 780), "a line of text that runs across the page " * 2, fontsize=9, rotate=90)
-    page.set_rotation(90)
-    assert straighten_sideways_scan(page) is False and page.rotation == 90
+    page = doc.new_page(width=400, height=40)
+    page.insert_text((10, 25), "Crefele is a perfectly crummy word, said the typesetter.", fontsize=12)
+    image, dpi = render_pdf_page(page, 200, 10**9)
+    assert detect_orientation(image, dpi).rotation == 0

@@ -45,6 +45,7 @@ def job_summary(job: Job) -> dict:
         "sha256": job.sha256,
         "engine": job.engine,
         "page_count": job.page_count,
+        "flags": job.flags,
     }
 
 
@@ -76,6 +77,8 @@ def page_dicts(job: Job) -> list[dict]:
             "width_pt": p.width_pt,
             "height_pt": p.height_pt,
             "source": p.source,
+            "rotation": p.rotation,
+            "flags": p.flags,
             "regions": regions_by_page.get(p.pk, []),
         }
         for p in job.pages.order_by("index")

@@ -29,7 +29,7 @@ from apps.jobs.documents import (
     load_image_frame,
     open_pdf,
     render_pdf_page,
-    straighten_sideways_scan,
+    upright_scan,
 )
 from apps.jobs.models import Job, Page, StageEvent
 from ocrsite.celery import app
@@ -127,8 +127,6 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
                     created += 1
                     continue
                 if page is None or not page.image:
-                    if straighten_sideways_scan(pdf_page):
-                        size_pt = (pdf_page.rect.width, pdf_page.rect.height)
                     image, used_dpi = render_pdf_page(pdf_page, dpi, settings.OCR_MAX_IMAGE_PIXELS)
                     page = _store_page_image(job, index, image, used_dpi, size_pt)
                     created += 1
@@ -149,6 +147,11 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
 
 
 def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt) -> Page:
+    # Layout and recognition read text upright only: a scan at 90, 180 or 270 degrees is
+    # stored turned back, so they and the console all see the upright page.
+    image, rotation = upright_scan(image, dpi)
+    if rotation % 180:
+        size_pt = (size_pt[1], size_pt[0])
     name = services.save_bytes(f"pages/{job.pk}/{index:05d}.png", encode_png(image))
     page, _ = Page.objects.update_or_create(
         job=job,
@@ -162,6 +165,7 @@ def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt
             "dpi": dpi,
             "width_pt": size_pt[0],
             "height_pt": size_pt[1],
+            "rotation": rotation,
         },
     )
     return page
@@ -169,7 +173,9 @@ def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt
 
 def _finish_text_page(job: Job, index: int, pdf_page, dpi: int, size_pt) -> None:
     started = time.perf_counter()
-    found = textlayer.extract(pdf_page, dpi, engine_setup.text_layer())
+    read = textlayer.read_page(pdf_page, dpi, engine_setup.text_layer())
+    if not read.verdict.held:
+        log.warning("page %d of job %s: %s", index + 1, job.pk, read.verdict.describe())
     # One transaction: a crash leaves no half-written text page for a redelivery to trip on.
     with transaction.atomic():
         page, _ = Page.objects.update_or_create(
@@ -183,8 +189,11 @@ def _finish_text_page(job: Job, index: int, pdf_page, dpi: int, size_pt) -> None
                 "dpi": dpi,
                 "width_pt": size_pt[0],
                 "height_pt": size_pt[1],
+                "rotation": read.rotation,
+                "flags": list(read.flags),
             },
         )
-        write_regions(page, found, source=Page.Source.TEXT_LAYER, engine=textlayer.ENGINE_NAME)
+        write_regions(page, read.regions, source=Page.Source.TEXT_LAYER, engine=textlayer.ENGINE_NAME)
+        services.flag_job(job.pk, read.flags)
         elapsed = int((time.perf_counter() - started) * 1000)
         services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed)

@@ -120,6 +120,23 @@ class HasErrorFilter(admin.SimpleListFilter):
         return queryset
 
 
+class FlaggedFilter(admin.SimpleListFilter):
+    """Jobs a page of which gave something up to keep every word (``Job.flags``)."""
+
+    title = "flags"
+    parameter_name = "flagged"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "Flagged"), ("no", "Not flagged"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.exclude(flags=[])
+        if self.value() == "no":
+            return queryset.filter(flags=[])
+        return queryset
+
+
 class JobChangeList(ChangeList):
     def get_results(self, request):
         super().get_results(request)
@@ -143,7 +160,14 @@ class JobAdmin(admin.ModelAdmin):
     list_display_links = ("short_id", "filename")
     # Facet counts are one COUNT per filter choice over the whole table: too dear at 100k+ jobs.
     show_facets = admin.ShowFacets.NEVER
-    list_filter = ("status", ("owner", admin.RelatedFieldListFilter), "engine", "created_at", HasErrorFilter)
+    list_filter = (
+        "status",
+        ("owner", admin.RelatedFieldListFilter),
+        "engine",
+        "created_at",
+        HasErrorFilter,
+        FlaggedFilter,
+    )
     search_fields = ("id", "filename", "sha256")
     search_help_text = "A job id or sha256 (exact), or part of a filename."
     date_hierarchy = "created_at"
@@ -163,6 +187,7 @@ class JobAdmin(admin.ModelAdmin):
             {"fields": ("pages_done", "pages_failed", "created_at", "started_at", "finished_at", "updated_at")},
         ),
         ("Error", {"fields": ("error_code", "error_message")}),
+        ("Flags", {"fields": ("flags",)}),
     )
 
     # --- list ----------------------------------------------------------------------------------
@@ -409,8 +434,8 @@ class PipelineRecordAdmin(admin.ModelAdmin):
 
 @admin.register(Page)
 class PageAdmin(PipelineRecordAdmin):
-    list_display = ("job", "index", "status", "source", "layout_ms", "recognize_ms", "error_code")
-    list_filter = ("status", "source")
+    list_display = ("job", "index", "status", "source", "rotation", "flags", "layout_ms", "recognize_ms", "error_code")
+    list_filter = ("status", "source", "rotation")
     list_select_related = ("job",)
     raw_id_fields = ("job",)
 

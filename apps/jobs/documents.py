@@ -185,51 +185,122 @@ def render_pdf_page(page: pymupdf.Page, dpi: int, max_pixels: int) -> tuple[np.n
     return image, dpi
 
 
-# Below this many ink pixels in the thumbnail a page has too little text to tell its direction.
+# Below this many ink pixels in the probe a page has too little text to tell its direction.
 _MIN_INK = 200
 
 
-def straighten_sideways_scan(page: pymupdf.Page) -> bool:
-    """Undo a quarter-turn /Rotate that lays a page's lines of text on their side.
+# --- orientation -----------------------------------------------------------------------------
 
-    Scanners and viewers often store an upright scan with /Rotate 90 or 270 (someone turned it
-    while looking at it); rendered as displayed, the OCR models see vertical lines and read
-    nothing. Lines of text leave empty pixel rows between them and almost no empty columns, so
-    the direction with more empty rows than columns is the one the text runs in. Only a quarter
-    turn is undone, and only when the page without it reads clearly better; returns whether
-    the page's rotation was changed.
+# The probe: the page at about this resolution, in strips about this wide (an inch), so a few
+# degrees of skew or two columns whose lines do not line up still give clean line bands.
+_PROBE_DPI, _STRIP = 100, 100
+# Below this share of ascender-minus-descender ink a page does not say which way is up.
+_UPRIGHT_MARGIN = 0.05
+_SIDEWAYS_MARGIN = 0.05
+# Line bands: this much more alike one way than the other says which way lines run; fewer
+# than this many bands, or fewer alike than this share, is not a page of text lines.
+_REGULAR_MARGIN, _MIN_BANDS, _MIN_REGULAR = 0.1, 3, 0.6
+
+
+@dataclass(frozen=True)
+class Orientation:
+    """How far (clockwise degrees) a scan's text stands turned, and the evidence: ``sideways``
+    (empty rows minus empty columns: negative when lines run top to bottom), ``regular`` (how
+    much more alike the line bands are across the page than down it) and ``upright`` (ascender
+    minus descender ink over the line bands: negative when the text is upside down)."""
+
+    rotation: int
+    sideways: float = 0.0
+    regular: float = 0.0
+    upright: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Bands:
+    balance: float  # (ink above the dense core - ink below it) / both, over all bands
+    regular: float  # share of bands within 0.6-1.6 x the median band height
+    count: int
+
+
+def detect_orientation(image: np.ndarray, dpi: int) -> Orientation:
+    """The quarter-turn a scan's text stands at, from its ink alone (no OCR model).
+
+    Cut into strips an inch wide, lines of text make bands of inked rows, all about one text
+    height tall, with empty rows between them; cut the other way, the bands are words and
+    letters of every width. Lines of text also leave empty pixel rows across the whole page and
+    few empty columns. Which way is up comes from the letters: in Latin script more letters
+    rise above the x-height (capitals, b d f h k l t, digits) than drop below it (g j p q y),
+    so in each band more ink lies above its dense core than below; upside down, the other way
+    round. A page that does not say clearly (a picture, one line, a script without that
+    asymmetry) is left as it is: turning an upright page would cost more than it saves.
     """
-    rotation = page.rotation
-    if rotation % 180 != 90:
-        return False
-    shown = line_direction_score(_thumbnail(page))
-    page.set_rotation(0)
-    if line_direction_score(_thumbnail(page)) > shown + 0.05:
-        return True
-    page.set_rotation(rotation)
-    return False
-
-
-def line_direction_score(image: np.ndarray) -> float:
-    """Share of empty pixel rows minus share of empty columns inside the inked area: positive
-    when lines of text run left to right, negative when they run top to bottom."""
-    gray = image.mean(axis=2) if image.ndim == 3 else image
-    # Halfway between paper and the darkest ink: small print thins to light grey in a 40-dpi
-    # thumbnail, while a scan's grey speckle stays on the paper side.
-    paper, darkest = np.percentile(gray, 90), np.percentile(gray, 1)
+    gray = image.mean(axis=2) if image.ndim == 3 else image.astype(np.float32)
+    step = max(1, round(dpi / _PROBE_DPI))
+    small = gray[: gray.shape[0] // step * step, : gray.shape[1] // step * step]
+    small = small.reshape(small.shape[0] // step, step, small.shape[1] // step, step).mean(axis=(1, 3))
+    # A sparse page (a few lines on white) has under 1 % ink: the darkest tenth of a percent.
+    paper, darkest = np.percentile(small, 90), np.percentile(small, 0.1)
     if paper - darkest < 40:
-        return 0.0
-    ink = gray < (paper + darkest) / 2
+        return Orientation(0)
+    ink = small < (paper + darkest) / 2
+    if ink.sum() < _MIN_INK:
+        return Orientation(0)
+    sideways = _line_direction(ink)
+    across, down = _bands(ink), _bands(np.rot90(ink))
+    regular = across.regular - down.regular
+    turned = (regular <= -_REGULAR_MARGIN and sideways < _SIDEWAYS_MARGIN) or (
+        sideways <= -2 * _SIDEWAYS_MARGIN and regular < 0
+    )
+    lines = down if turned else across
+    if lines.count < _MIN_BANDS or lines.regular < _MIN_REGULAR or abs(lines.balance) < _UPRIGHT_MARGIN:
+        return Orientation(0, sideways, regular, lines.balance)
+    rotation = (90 if turned else 0) + (180 if lines.balance < 0 else 0)
+    return Orientation(rotation, sideways, regular, lines.balance)
+
+
+def upright_scan(image: np.ndarray, dpi: int) -> tuple[np.ndarray, int]:
+    """A scanned page turned upright, and the clockwise turn it stood at (0 when unsure)."""
+    rotation = detect_orientation(image, dpi).rotation
+    return turn_upright(image, rotation), rotation
+
+
+def turn_upright(image: np.ndarray, rotation: int) -> np.ndarray:
+    """The image turned back by ``rotation`` clockwise degrees (counter-clockwise)."""
+    return np.ascontiguousarray(np.rot90(image, rotation // 90)) if rotation % 360 else image
+
+
+def _line_direction(ink: np.ndarray) -> float:
     ys, xs = np.nonzero(ink)
-    if len(ys) < _MIN_INK:
-        return 0.0
-    ink = ink[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1]
-    return float((ink.sum(axis=1) == 0).mean() - (ink.sum(axis=0) == 0).mean())
+    box = ink[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1]
+    return float((box.sum(axis=1) == 0).mean() - (box.sum(axis=0) == 0).mean())
 
 
-def _thumbnail(page: pymupdf.Page) -> np.ndarray:
-    pix = page.get_pixmap(dpi=40, colorspace=pymupdf.csGRAY, alpha=False)
-    return np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width)
+def _bands(ink: np.ndarray) -> _Bands:
+    """Bands of inked rows in inch-wide strips: how lopsided and how alike they are."""
+    above = below = 0
+    heights: list[int] = []
+    for x in range(0, ink.shape[1], _STRIP):
+        rows = ink[:, x : x + _STRIP].sum(axis=1)
+        inked = np.concatenate(([False], rows > 0, [False]))
+        edges = np.flatnonzero(inked[1:] != inked[:-1])
+        for y, end in zip(edges[::2], edges[1::2], strict=True):
+            band = rows[y:end]
+            if len(band) < 4:
+                continue
+            heights.append(len(band))
+            if len(band) <= 60 and band.max() >= 3:
+                core = np.flatnonzero(band >= 0.5 * band.max())
+                top, bottom = core[0], core[-1]
+                if bottom > top:
+                    above += int(band[:top].sum())
+                    below += int(band[bottom + 1 :].sum())
+    if not heights:
+        return _Bands(0.0, 0.0, 0)
+    h = np.asarray(heights)
+    median = np.median(h)
+    regular = float(((h >= 0.6 * median) & (h <= 1.6 * median)).mean())
+    total = above + below
+    return _Bands((above - below) / total if total else 0.0, regular, len(heights))
 
 
 def load_image_frame(data: bytes, frame: int, max_pixels: int) -> tuple[np.ndarray, int]:

@@ -45,6 +45,9 @@ class Job(models.Model):
     page_count = models.PositiveIntegerField(default=0)
     pages_done = models.PositiveIntegerField(default=0)
     pages_failed = models.PositiveIntegerField(default=0)
+    # What any page of the job had to give up (``Page.flags``), gathered so the console and
+    # /metrics find such jobs without reading pages.
+    flags = models.JSONField(default=list, blank=True)
 
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
@@ -125,6 +128,14 @@ class Page(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True)
     layout_ms = models.PositiveIntegerField(null=True, blank=True)
     recognize_ms = models.PositiveIntegerField(null=True, blank=True)
+    rotation = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="clockwise degrees the page's text stood turned as submitted: a scan is stored turned "
+        "upright; a text-layer page's boxes stay on the page as displayed",
+    )
+    flags = models.JSONField(
+        default=list, blank=True, help_text="what the page gave up to keep every word (conservation:...)"
+    )
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -153,6 +153,7 @@ class PipelineCollector:
         yield CounterMetricFamily("ocr_jobs_purged", "Jobs whose payload and results were purged")
         yield CounterMetricFamily("ocr_pages_processed", "Pages finished", labels=["engine", "source"])
         yield CounterMetricFamily("ocr_pages_failed", "Pages failed", labels=["engine", "source"])
+        yield from self._flag_families()
         yield HistogramMetricFamily("ocr_stage_duration_seconds", "Pipeline stage run time", labels=["stage"])
         yield GaugeMetricFamily("ocr_queue_depth", "Messages waiting in a Celery queue", labels=["queue"])
         yield GaugeMetricFamily("ocr_oldest_queued_age_seconds", "Age of the oldest waiting item", labels=["queue"])
@@ -214,6 +215,7 @@ class PipelineCollector:
             family = processed if row["status"] == Page.Status.DONE else pages_failed
             family.add_metric([row["job__engine"], row["source"]], row["n"])
         yield from (processed, pages_failed)
+        yield from self._flags()
 
         yield self._stage_histogram()
 
@@ -225,6 +227,34 @@ class PipelineCollector:
         for queue, seconds in oldest_waiting().items():
             age.add_metric([queue], seconds)
         yield age
+
+    @staticmethod
+    def _flag_families() -> tuple[CounterMetricFamily, CounterMetricFamily, CounterMetricFamily]:
+        return (
+            CounterMetricFamily(
+                "ocr_pages_flagged", "Pages that gave something up to keep every word", labels=["flag"]
+            ),
+            CounterMetricFamily("ocr_jobs_flagged", "Jobs with a flagged page", labels=["flag"]),
+            CounterMetricFamily(
+                "ocr_pages_turned", "Pages whose text stood turned as submitted", labels=["source", "rotation"]
+            ),
+        )
+
+    def _flags(self) -> Iterator[Metric]:
+        """Flagged pages and jobs by flag, and turned pages; rows are grouped by their whole flag
+        list in SQL (flagged rows are few), then counted per flag here."""
+        pages, jobs, turned = self._flag_families()
+        for family, model in ((pages, Page), (jobs, Job)):
+            counts: dict[str, int] = {}
+            for flags, n in model.objects.exclude(flags=[]).order_by().values_list("flags").annotate(n=Count("id")):
+                for flag in flags or []:
+                    counts[flag] = counts.get(flag, 0) + n
+            for flag, n in sorted(counts.items()):
+                family.add_metric([flag], n)
+        rows = Page.objects.exclude(rotation=0).order_by().values_list("source", "rotation").annotate(n=Count("id"))
+        for source, rotation, n in rows:
+            turned.add_metric([source, str(rotation)], n)
+        yield from (pages, jobs, turned)
 
     def _stage_histogram(self) -> HistogramMetricFamily:
         """Cumulative buckets straight from SQL: one pass over pipeline (not operator) events."""

@@ -361,6 +361,20 @@ class PageFinished:
     job_ready: bool
 
 
+def flag_job(job_id, flags: Iterable[str]) -> None:
+    """Add what a page gave up (``Page.flags``) to its job's flags, each once."""
+    flags = list(flags)
+    if not flags:
+        return
+    with transaction.atomic():
+        held = Job.objects.select_for_update().values_list("flags", flat=True).filter(pk=job_id).first()
+        if held is None:
+            return
+        merged = list(dict.fromkeys([*held, *flags]))
+        if merged != held:
+            Job.objects.filter(pk=job_id).update(flags=merged, updated_at=timezone.now())
+
+
 def finish_page(page_id: int, move: PageMove, *, error: tuple[str, str] | None = None, **fields) -> PageFinished | None:
     """Apply a terminal ``move``, count it on the job once, and decide whether the job is over.
 

@@ -50,6 +50,8 @@ class _Item:
 def source_items(words: Sequence[tuple]) -> list[_Item]:
     """The page's words (PyMuPDF ``get_text("words")`` tuples: x0, y0, x1, y1, text, block,
     line, word), a line-end hyphenated word joined with the first word of the next line."""
+    # Split as the result's text is split (PyMuPDF keeps a word with a thin space whole).
+    words = [(*w[:4], piece, *w[5:]) for w in words for piece in w[4].split()]
     items: list[_Item] = []
     i = 0
     while i < len(words):

@@ -2,7 +2,7 @@
 
 Input shape, one dict a page (regions already in reading order)::
 
-    {"index", "width", "height", "dpi", "width_pt", "height_pt", "source",
+    {"index", "width", "height", "dpi", "width_pt", "height_pt", "source", "rotation", "flags",
      "regions": [{"order", "label", "bbox": (x0, y0, x1, y1), "polygon", "text", "confidence",
                   "score", "source", "engine", "flags"}]}
 """
@@ -75,6 +75,8 @@ def to_json(job: dict[str, Any], pages: Sequence[dict[str, Any]]) -> str:
                 "width_pt": page.get("width_pt"),
                 "height_pt": page.get("height_pt"),
                 "source": page["source"],
+                "rotation": page.get("rotation", 0),
+                "flags": page.get("flags", []),
                 "regions": [
                     {
                         "order": r["order"],

@@ -274,16 +274,19 @@ def _block_pieces(blocks: list[dict], words: list[_Word], claimed: set[int], fra
 
 
 def _text_piece(held: list[_Word], frame: _Frame, *, flag: str) -> _Piece:
-    """Words as plain text: their lines in the layer's own order."""
-    lines: dict[tuple[int, int], list[_Word]] = {}
-    for w in sorted(held, key=lambda w: (w.block, w.line, w.word)):
-        lines.setdefault((w.block, w.line), []).append(w)
-    out = [(" ".join(w.text for w in ws), union_box([(w.x0, w.y0, w.x1, w.y1) for w in ws])) for ws in lines.values()]
+    """Words as plain text in reading order: lines top to bottom, words left to right."""
+    height = statistics.median(w.y1 - w.y0 for w in held)
+    lines: list[list[_Word]] = []
+    for w in sorted(held, key=lambda w: (w.y0 + w.y1) / 2):
+        if lines and abs((w.y0 + w.y1) / 2 - statistics.fmean((x.y0 + x.y1) / 2 for x in lines[-1])) < 0.45 * height:
+            lines[-1].append(w)
+        else:
+            lines.append([w])
+    out = [
+        (" ".join(w.text for w in ws), union_box([(w.x0, w.y0, w.x1, w.y1) for w in ws]))
+        for ws in (sorted(line, key=lambda w: w.x0) for line in lines)
+    ]
     return _Piece(bbox=union_box([b for _, b in out]), lines=out, carried=[t for t, _ in out], label="text", flag=flag)
-
-
-def page_words(page: pymupdf.Page) -> list[str]:
-    return [w[4] for w in page.get_text("words")]
 
 
 def carried_words(regions: list[tuple[LayoutBox, RegionText]]):
