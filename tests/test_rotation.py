@@ -1,16 +1,25 @@
 """Rotation never costs text: born-digital pages turned every way (/Rotate, and text drawn
 turned on the page) read as their upright twin, word for word, in the same order, with the same
-table cells; real documents printed sideways or stored with /Rotate come out as tables.
+table cells; real documents printed sideways or stored with /Rotate come out as tables; a scan
+whose pages stand every way reads every page.
 
-Pure: the text-layer engine on PyMuPDF pages, no database."""
+All but the last test are pure: the text-layer engine on PyMuPDF pages, no database."""
 
 from __future__ import annotations
 
+import io
+import json
+
+import numpy as np
 import pymupdf
 import pytest
+from PIL import Image
 
-from tests.conftest import BUNDLED_DATA, dev_file
-from workers.content.accuracy import order_scores, word_scores
+from apps.jobs.documents import render_pdf_page
+from apps.jobs.models import Page
+from tests.conftest import BUNDLED_DATA, dev_file, upload, wait_for_job
+from tests.test_console import scrape
+from workers.content.accuracy import json_text, order_scores, word_scores
 from workers.engines import textlayer
 
 BORN_DIGITAL = [
@@ -127,3 +136,42 @@ def test_sideways_tables_printed_both_ways_give_one_grid():
     assert grids[0] == grids[1]
     [cells] = grids[0]
     assert max(c[0] for c in cells) + 1 == 16 and max(c[1] for c in cells) + 1 == 7
+
+
+def _mixed_orientation_scan() -> bytes:
+    """scanned_ocr_test.pdf's scan as a batch scanner delivers it: three pages standing at 0,
+    180 and 90 degrees, each image turned in its pixels (no /Rotate to undo)."""
+    with pymupdf.open(dev_file("scanned_ocr_test.pdf")) as src:
+        image, _ = render_pdf_page(src[0], 150, 10**9)
+    doc = pymupdf.open()
+    for rotation in (0, 180, 90):
+        turned = np.ascontiguousarray(np.rot90(image, -rotation // 90))
+        height, width = turned.shape[:2]
+        page = doc.new_page(width=width * 72 / 150, height=height * 72 / 150)
+        jpeg = io.BytesIO()
+        Image.fromarray(turned).convert("L").save(jpeg, format="JPEG", quality=85)
+        page.insert_image(page.rect, stream=jpeg.getvalue())
+    return doc.tobytes(garbage=3, deflate=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mixed_orientation_scan_reads_every_page(api, worker, settings):
+    """Each page is turned upright at ingest, page by page; every page reads its words, the
+    JSON records the turn, the stored page image is upright, and /metrics counts turned pages."""
+    settings.METRICS_CACHE_SECONDS = 0
+    resp = upload(api, "mixed.pdf", data=_mixed_orientation_scan())
+    assert resp.status_code == 202, resp.content
+    job_id = resp.json()["id"]
+    done = wait_for_job(api, job_id, timeout=600)
+    assert done["status"] == "done", done
+    result = json.loads(api.get(f"/api/v1/jobs/{job_id}/result?format=json").content)
+    visible = "Docling bundles PDF document conversion to JSON and Markdown in an easy self contained package"
+    assert [p["rotation"] for p in result["pages"]] == [0, 180, 90]
+    for page in result["pages"]:
+        score = word_scores(json_text({"pages": [page]}), visible)
+        assert score.recall >= 0.9, (page["index"], score)
+        assert page["height"] > page["width"]  # stored upright: portrait again
+    assert result["flags"] == [] and all(p["flags"] == [] for p in result["pages"])
+    assert set(Page.objects.filter(job_id=job_id).values_list("rotation", flat=True)) == {0, 90, 180}
+    metrics = scrape()
+    assert metrics[("ocr_pages_turned_total", (("rotation", "180"), ("source", "ocr")))] >= 1

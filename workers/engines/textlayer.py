@@ -325,14 +325,16 @@ def _tables(
     # find_tables reads the page as displayed, and is not indifferent to turns (a table ruled
     # by horizontal rules only, shown sideways, came out as one row of twelve columns): it runs
     # with the page shown upright, so its boxes are in the upright frame.
-    stored = page.rotation
+    stored, shown_upright = page.rotation, (page.rotation - frame.rotation) % 360
     try:
-        page.set_rotation((stored - frame.rotation) % 360)
+        if shown_upright != stored:
+            page.set_rotation(shown_upright)
         found = page.find_tables()
     except Exception:  # a malformed drawing stream must not fail the page; the text still comes out
         return []
     finally:
-        page.set_rotation(stored)
+        if page.rotation != stored:
+            page.set_rotation(stored)
     out = []
     for table in found.tables:
         if table.row_count < 2 or table.col_count < 2:
