@@ -4,8 +4,8 @@ the turn on every page turned every way.
 Ours: ``detect_orientation`` on the page image ingest stores (OCR_DPI renders of the dev PDFs
 and the dev TIFFs as decoded). Reference: the work ingest already does for that page without
 it — render (or decode) and encode the PNG it stores. CPU seconds (getrusage), the two sides
-alternating round by round, median per page. Goal: the step adds under 10 % to that work and
-finds 0/90/180/270 on every page.
+alternating round by round, median per page. Goal: at most 20 CPU-ms on every upright 200-dpi
+page (a page's CPU OCR takes seconds), and 0/90/180/270 found on every page.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def run(argv: list[str]) -> list[dict]:
     mean_o = sum(r["ours"] for r in rows) / len(rows)
     mean_r = sum(r["ref"] for r in rows) / len(rows)
     share = mean_o / mean_r
-    met = share < 0.10 and not wrong
+    worst = max(r["ours"] for r in rows)
+    met = worst <= 0.020 and not wrong
     extra = {
         "load average (before / after)": f"{load_before} / {common.loadavg()}",
         "measure": f"CPU s (getrusage), median of {args.rounds} alternating rounds per page",
@@ -91,7 +92,10 @@ def run(argv: list[str]) -> list[dict]:
         ["page", "image", "orientation ms", "render+encode ms", "share"],
         [[r["page"], r["size"], r["ours"] * 1000, r["ref"] * 1000, r["share"]] for r in rows],
     )
-    md += f"\n\nMean: orientation {mean_o * 1000:.0f} CPU-ms/page, {share:.1%} of ingest's own work for it.\n"
+    md += (
+        f"\n\nMean: orientation {mean_o * 1000:.0f} CPU-ms/page (worst {worst * 1000:.0f}), {share:.1%} of "
+        f"ingest's own work for it. Goal ≤ 20 CPU-ms on every page, every turn found: {'MET' if met else 'NOT MET'}.\n"
+    )
     common.report("orientation", "orientation", md, {"machine": info, "rows": rows, "wrong": wrong})
     return [
         {
@@ -102,7 +106,7 @@ def run(argv: list[str]) -> list[dict]:
             "ratio": f"+{share:.1%}",
             "spread": "per page "
             + "–".join(f"{v:.1%}" for v in sorted(r["share"] for r in rows)[:: max(1, len(rows) - 1)]),
-            "goal": "< 10 % of render+encode; every turn found",
+            "goal": "≤ 20 CPU-ms on every page; every turn found",
             "met": "yes" if met else "no",
         }
     ]
