@@ -104,7 +104,7 @@ def read_page(page: pymupdf.Page, dpi: int, config: TextLayerConfig) -> TextLaye
         kept = []
         for p in pieces:
             if p.words is not None and not _holds(p):
-                kept.append(_text_piece(p.words, frame, flag=FLAG_TABLE_AS_TEXT))
+                kept.append(_text_piece(p.words, flag=FLAG_TABLE_AS_TEXT))
                 flags.append(FLAG_TABLE_AS_TEXT)
             else:
                 kept.append(p)
@@ -114,7 +114,7 @@ def read_page(page: pymupdf.Page, dpi: int, config: TextLayerConfig) -> TextLaye
         by_block: dict[int, list[_Word]] = {}
         for w in words:
             by_block.setdefault(w.block, []).append(w)
-        pieces = [_text_piece(ws, frame, flag=FLAG_PAGE_AS_TEXT) for ws in by_block.values()]
+        pieces = [_text_piece(ws, flag=FLAG_PAGE_AS_TEXT) for ws in by_block.values()]
         flags.append(FLAG_PAGE_AS_TEXT)
         verdict = conservation.check(raw_words, conservation.result_words(t for p in pieces for t in p.carried))
     if not verdict.held:
@@ -226,10 +226,9 @@ def _holds(piece: _Piece) -> bool:
 def _table_piece(bbox, grid: tables.Table | None, held: list[_Word]) -> _Piece:
     if grid is None:
         grid = tables.grid_from_words(tables.phrases([_plain(w) for w in held]), min_gap=0.5)
+    if grid is None:  # the words the box holds make no grid after all: they are plain text
+        return _text_piece(held)
     piece = _Piece(bbox=bbox, lines=[], carried=[], label="table", grid=grid, words=held)
-    if grid is None:
-        piece.carried = []  # no grid: fails _holds, so the words go back as text
-        return piece
     piece.carried = [c.text for c in grid.cells] + [w.text for w in grid.caption] + [w.text for w in grid.notes]
     return piece
 
@@ -273,7 +272,7 @@ def _block_pieces(blocks: list[dict], words: list[_Word], claimed: set[int], fra
     return pieces
 
 
-def _text_piece(held: list[_Word], frame: _Frame, *, flag: str) -> _Piece:
+def _text_piece(held: list[_Word], *, flag: str | None = None) -> _Piece:
     """Words as plain text in reading order: lines top to bottom, words left to right."""
     height = statistics.median(w.y1 - w.y0 for w in held)
     lines: list[list[_Word]] = []
