@@ -14,8 +14,9 @@ from django.conf import settings
 from PIL import Image
 
 from apps.jobs.models import Job, Page, StageEvent
-from tests.conftest import dev_file, upload
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload
+from tests.support.queues import Broker
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.jobs.models import Job
-from tests.conftest import upload, wait_for_job
 from tests.hostile.corpus import text_pdf
-from tests.perimeter import Issuer, bearer_client, key_client, new_key, settle
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.perimeter import Issuer, bearer_client, key_client, new_key, settle
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, dev_file
+from tests.support.documents import ROOT, dev_file
 
 # What `make test` sets for the suite and the embedded profile must not see.
 SUITE_ONLY = ("DATABASE_URL", "CELERY_BROKER_URL", "OCR_MEDIA_ROOT", "CACHE_URL")

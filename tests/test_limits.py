@@ -20,10 +20,11 @@ from django.utils import timezone
 from apps.api import throttles
 from apps.jobs import services
 from apps.jobs.models import Job
-from tests.conftest import dev_file, wait_for_job
 from tests.hostile.corpus import text_pdf
-from tests.perimeter import key_client, new_key, queues_held
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.jobs_api import wait_for_job
+from tests.support.perimeter import key_client, new_key, queues_held
+from tests.support.queues import Broker
 
 
 class Clock:

@@ -26,8 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 from ocrclient.mcp_server import BEGIN, END, NOTICE, http_app
 
 from apps.jobs.models import Job
-from tests.conftest import dev_file
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.queues import Broker
 
 TOOLS = {"submit_document", "get_document_result", "parse_document", "cancel_document"}
 

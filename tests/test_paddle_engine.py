@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from apps.jobs.documents import load_image_frame
-from tests.conftest import dev_file
+from tests.support.documents import dev_file
 from workers.content.order import reading_order
 from workers.engines import paddle
 from workers.engines.base import LABELS, EngineError

@@ -13,7 +13,8 @@ import pymupdf
 import pytest
 
 from apps.jobs.models import Page, StageEvent
-from tests.conftest import dev_file, upload, wait_for_job
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
 from workers.content.accuracy import json_text, strip_markdown, word_scores
 
 # OCR'd pages are rendered at this resolution, as a scanner would deliver them.

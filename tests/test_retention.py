@@ -24,7 +24,7 @@ from apps.jobs.documents import encode_png
 from apps.jobs.models import Job, Page, Region, StageEvent
 from ocrsite.celery import app as celery_app
 from ocrsite.vocabulary import ErrorCode, TaskName
-from tests.conftest import upload, wait_for_job
+from tests.support.jobs_api import upload, wait_for_job
 
 DAYS = 30
 

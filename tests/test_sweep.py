@@ -28,8 +28,8 @@ from apps.jobs import services
 from apps.jobs.documents import encode_png
 from apps.jobs.models import Job, Page, Region
 from ocrsite.vocabulary import ErrorCode, TaskName
-from tests.perimeter import queues_held
-from tests.queues import QUEUES
+from tests.support.perimeter import queues_held
+from tests.support.queues import QUEUES
 from workers import engine_setup, layout
 from workers.engines.base import EngineError
 from workers.sweep import resend_lost_work

@@ -10,15 +10,13 @@ from __future__ import annotations
 import ast
 import re
 import shlex
-from pathlib import Path
 
 import yaml
 from django.conf import settings
 
 from ocrsite.celery import app
 from ocrsite.vocabulary import ROUTES, TASK_MODULES, ErrorCode, Queue, TaskName
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.documents import ROOT
 
 
 def _queues_of(argv: list[str]) -> set[str]:
