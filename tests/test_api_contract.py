@@ -1,5 +1,5 @@
-"""The integrator's contract: seed-compatible endpoints, result before done, list filters and
-pages, cancel (and that workers honour it), probes, and the OpenAPI schema."""
+"""The integrator's contract: the course gateway's dialect (/process, /status), result before done,
+list filters and pages, cancel (and that workers honour it), probes, and the OpenAPI schema."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _error(resp, status: int, code: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_seed_process_and_status(api, worker):
+def test_gateway_process_and_status(api, worker):
     """POST /process → {task_id, status}; GET /status/{task_id} until done with the result."""
     buf = io.BytesIO()
     Image.open(dev_file("phototest.tif")).save(buf, format="PNG")

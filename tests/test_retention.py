@@ -3,7 +3,7 @@ region text), keep their rows and timelines, once; /status and /result then agre
 
 Each test would catch a broken promise: a purge that deletes rows or misses files, one that
 touches young or active jobs, one that purges twice, a batch that is not bounded, a metric that
-does not move, and the 500 the seed status endpoint gave once a result file was gone.
+does not move, and the 500 the course gateway's status endpoint gave once a result file was gone.
 """
 
 from __future__ import annotations
