@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-fast test-vllm test-images test-chaos up services bench bench-report bench-readme lint migrate clean locks k8s
+.PHONY: venv demo test test-fast test-vllm test-images test-chaos up services bench bench-report bench-readme docs lint migrate clean locks k8s
 
 # The images' lock constrains the runtime's transitive dependencies, so tests run what ships and a
 # new upstream release does not change a fresh machine's venv.
@@ -70,6 +70,10 @@ bench-report: venv
 
 bench-readme: venv
 	$(BIN)/python -m bench readme
+
+# Pages generated from the code: docs/configuration.md from ocrsite/settings.py (a test fails when stale).
+docs: venv
+	$(BIN)/python -m ocrsite.configuration > docs/configuration.md
 
 # ruff (rules in pyproject.toml) and the import layering (import-linter contracts in pyproject.toml).
 lint: venv
