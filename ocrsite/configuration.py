@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from ocrsite import vocabulary
+from ocrsite import catalogue, vocabulary
 
 SETTINGS = Path(__file__).resolve().parent / "settings.py"
 KINDS = {
@@ -158,9 +158,14 @@ class Variable:
     choices: str
 
 
-# What a default or a list of choices may be spelled with: the vocabulary's names and arithmetic.
+# What a default or a list of choices may be spelled with: the vocabulary's names, the engine
+# catalogue and arithmetic.
 # Anything else (another setting, a path under the checkout) is shown as the code that computes it.
-_NAMES = {"__builtins__": {"tuple": tuple}, **{k: v for k, v in vars(vocabulary).items() if not k.startswith("_")}}
+_NAMES = {
+    "__builtins__": {"tuple": tuple},
+    "catalogue": catalogue,
+    **{k: v for k, v in vars(vocabulary).items() if not k.startswith("_")},
+}
 
 
 def _shown(node: ast.expr | None) -> str:

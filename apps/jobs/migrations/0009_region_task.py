@@ -34,7 +34,7 @@ def task_to_flags(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0007_region_table"),
+        ("jobs", "0008_engine_catalogue"),
     ]
 
     operations = [
