@@ -19,7 +19,7 @@ from workers.engines import textlayer
 TRUTH = ROOT / "bench" / "tables"
 
 PAGES = ["table_page_2305.03393v1-pg9.pdf", "table_nics-background-checks-2015-11.pdf"]
-# Thresholds a little under the measured figures (README, "Tables"); the target is 0.90.
+# Thresholds a little under the measured figures (docs/benchmarks.md, "Tables"); the target is 0.90.
 BORN_DIGITAL_MIN = {PAGES[0]: (0.90, 0.90), PAGES[1]: (0.95, 0.95)}
 
 
