@@ -67,7 +67,6 @@ HELP = {
     "OCR_MODEL_CACHE_DIR": "where derived models (the fast profile's Latin head) are written once",
     "OCR_CLI_MMAP_THRESHOLD": "bytes from which manage.py ocr has glibc map allocations on their own (0: glibc's)",
     "OCR_TEXT_LAYER_MIN_CHARS": "characters a PDF page needs to skip OCR",
-    "OCR_FAIL_PAGES": "test-only: 1-based page numbers that fail in recognition",
     "OCR_PADDLE_MODEL_DIR": "PaddleOCR layout weights (shared volume); required for paddle layout and gpu jobs",
     "OCR_PADDLE_MODEL": "PaddleOCR layout model",
     "OCR_PADDLE_BATCH": "PaddleOCR predict batch size",
@@ -147,6 +146,7 @@ ELSEWHERE = {
     "FLOWER_BASIC_AUTH": ("compose/Procfile", "user:password[,...] Flower asks for; Flower does not start without it"),
     "FLOWER_PORT": ("compose/Procfile", "Flower's port in the local stack (default 5555)"),
     "OCR_CHROMIUM": ("tests/test_console_browser.py", "test-only: the Chromium the browser test drives"),
+    "OCR_FAIL_PAGES": ("tests/support/faults.py", "test-only: 1-based page numbers a test worker fails in recognition"),
 }
 
 

@@ -203,8 +203,6 @@ OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # is bounded by the pod's limit).
 OCR_CLI_MMAP_THRESHOLD = env_int("OCR_CLI_MMAP_THRESHOLD", 2 * 1024 * 1024)
 OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
-# Test-only fault injection through real configuration: pages whose index is listed fail.
-OCR_FAIL_PAGES = env_list("OCR_FAIL_PAGES", [])
 
 # --- GPU engines: PaddleOCR layout, vLLM recognition -----------------------------------------
 OCR_PADDLE_MODEL_DIR = env_str("OCR_PADDLE_MODEL_DIR", "")

@@ -11,9 +11,9 @@ import numpy as np
 import pymupdf
 import pytest
 
+from bench.accuracy import teds, word_scores
 from tests.support.documents import ROOT, dev_file
 from workers.content import tables
-from workers.content.accuracy import teds, word_scores
 from workers.engines import textlayer
 
 TRUTH = ROOT / "bench" / "tables"

@@ -5,8 +5,8 @@ TEDS against hand-checked ground truth on the dev table pages is tests/test_tabl
 
 from __future__ import annotations
 
+from bench.accuracy import teds
 from workers.content import formats, tables
-from workers.content.accuracy import teds
 
 W = tables.Word
 
