@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from apps.jobs.documents import detect_orientation, render_pdf_page, turn_upright, upright_scan
-from tests.conftest import BUNDLED_DATA, dev_file
+from tests.support.documents import BUNDLED_DATA, dev_file
 
 SCANS = ["phototest.tif", "eurotext.tif", "scanned_ocr_test.pdf"]
 

@@ -7,12 +7,8 @@ from collections import Counter
 
 import pymupdf
 import pytest
-from django.urls import reverse
 
-from apps.jobs import services
-from apps.jobs.models import Page
-from tests.conftest import BUNDLED_DATA, SHARED_DATA
-from tests.test_console import client_for, make_operator, scrape, submit_bytes
+from tests.support.documents import BUNDLED_DATA, SHARED_DATA
 from workers.content import conservation, tables
 from workers.engines import textlayer
 
@@ -100,28 +96,3 @@ def test_table_that_would_lose_words_falls_back_to_text_and_is_flagged(monkeypat
     assert [b.label for b, _ in read.regions].count("table") == 0
     [fallback] = [t for _, t in read.regions if textlayer.FLAG_TABLE_AS_TEXT in t.flags]
     assert fallback.text.splitlines()[:2] == ["Head 0 Head 1 Head 2", "cell 1.0 cell 1.1 cell 1.2"]
-
-
-@pytest.mark.django_db
-def test_flagged_job_is_visible_in_the_console_and_metrics(settings):
-    """A page's flag reaches its job once (services.flag_job), the console's job list filters
-    on it and the job page says it, and /metrics counts flagged pages and jobs by flag."""
-    settings.METRICS_CACHE_SECONDS = 0
-    data = (BUNDLED_DATA / "senate-expenditures.pdf").read_bytes()
-    job = submit_bytes(data, "listing.pdf")
-    page = Page.objects.create(job=job, index=0, source=Page.Source.TEXT_LAYER, flags=[textlayer.FLAG_TABLE_AS_TEXT])
-    services.flag_job(job.pk, page.flags)
-    services.flag_job(job.pk, page.flags)  # a redelivered page adds nothing
-    job.refresh_from_db()
-    assert job.flags == [textlayer.FLAG_TABLE_AS_TEXT]
-
-    operator = client_for(make_operator())
-    listing = operator.get(reverse("admin:jobs_job_changelist") + "?flagged=yes")
-    assert listing.status_code == 200 and str(job.pk)[:8] in listing.content.decode()
-    assert str(job.pk)[:8] not in operator.get(reverse("admin:jobs_job_changelist") + "?flagged=no").content.decode()
-    detail = operator.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()
-    assert 'id="ocr-flags"' in detail and textlayer.FLAG_TABLE_AS_TEXT in detail
-
-    metrics = scrape()
-    assert metrics[("ocr_pages_flagged_total", (("flag", textlayer.FLAG_TABLE_AS_TEXT),))] == 1
-    assert metrics[("ocr_jobs_flagged_total", (("flag", textlayer.FLAG_TABLE_AS_TEXT),))] == 1
