@@ -658,3 +658,29 @@ def test_cloud_overlays_pull_the_platform_images_from_their_registry(cloud, docs
         for c in m.containers(spec):
             if "ocr-" in c["image"]:
                 assert re.match(registry[cloud], c["image"]), f"{name}/{c['name']} pulls {c['image']}"
+
+
+@pytest.mark.parametrize("stage", ["vllm", "vllm-cpu"])
+def test_vllm_images_render_the_profile_argv_from_what_they_copy(stage, tmp_path):
+    """The vLLM images hold only the files their stage COPYs (no app, no Django): the profile
+    renderer must run from those alone, as the entry point runs it."""
+    import subprocess
+    import sys
+
+    text = (m.ROOT / "compose" / "Dockerfile").read_text()
+    body = text.split(f" AS {stage}\n", 1)[1].split("\nFROM ", 1)[0]
+    for src, dst in re.findall(r"^COPY (\S+) (/opt/ocr/\S+)$", body, re.M):
+        target = tmp_path / dst.removeprefix("/opt/ocr/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((m.ROOT / src).read_bytes())
+    for touched in re.findall(r"touch (/opt/ocr/\S+)", body):
+        (tmp_path / touched.removeprefix("/opt/ocr/")).touch()
+    out = subprocess.run(
+        [sys.executable, "-E", "-s", str(tmp_path / "profiles.py"), "serve-args", "glm-ocr"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "zai-org/GLM-OCR"
