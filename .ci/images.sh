@@ -150,7 +150,10 @@ teardown() {
   say "torn down (exit $status)"
   exit $status
 }
-trap teardown EXIT INT TERM
+# A signal ends the run as a failure (128 + signal); teardown runs once, on EXIT.
+trap teardown EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.2; done
 
 # Health checks: podman runs them from systemd timers, and this machine kind has no systemd, so a
