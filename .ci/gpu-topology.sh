@@ -108,8 +108,6 @@ OCR_LAYOUT_ENGINE=cpu
 OCR_RECOGNIZER=vllm
 VLLM_BASE_URL=http://127.0.0.1:$VLLM_PORT/v1
 VLLM_PROFILE=qwen-vl
-VLLM_MAX_TOKENS=16
-VLLM_TIMEOUT_S=300
 OCR_POOL=threads
 OCR_CONCURRENCY=8
 CPU_CONCURRENCY=1
@@ -127,8 +125,9 @@ teardown() {
   status=$?
   set +e
   [ -n "$driver_pid" ] && kill "$driver_pid" 2>/dev/null
+  compose logs --no-color >"$WORK/compose.log" 2>&1
   if [ $status -ne 0 ]; then
-    say "logs of the failed run:"
+    say "logs of the failed run (all of them: $WORK/compose.log):"
     compose logs --no-color --tail=40 >&2 2>/dev/null
   fi
   compose down -v --remove-orphans >"$WORK/down.log" 2>&1
@@ -195,11 +194,14 @@ doc = json.load(open(sys.argv[1]))
 regions = [r for p in doc["pages"] for r in p.get("regions", [])]
 engines = {r.get("engine") for r in regions}
 print(f"{len(regions)} regions, engines {sorted(e for e in engines if e)}")
-assert regions and any(str(e).startswith("vllm") for e in engines), engines
+assert regions and all(r.get("engine") == "vllm:qwen-vl" for r in regions), engines
+failed = [r for r in regions if "vlm-failed" in r.get("flags", [])]
+assert not failed, f"{len(failed)} region(s) flagged vlm-failed: vLLM refused or failed the request"
 PY
 after=$(metric 'vllm:request_success_total')
 [ "${after%.*}" -gt "${before%.*}" ] || die "vLLM's /metrics shows no new request ($before -> $after)"
 say "vLLM /metrics: vllm:request_success_total $before -> $after"
-# Logs show which containers did the work.
-compose logs --no-color layout-gpu 2>/dev/null | grep -c "detect" | xargs -I{} echo "topology: layout-gpu log lines mentioning detect: {}" >&2 || true
+# The layout stage ran on layout-gpu (the CPU worker-layout is scaled to 0).
+compose logs --no-color layout-gpu 2>/dev/null | grep -q '"message": "layout ok"' || die "layout-gpu did not run the layout stage"
+say "layout on layout-gpu, recognition on worker-ocr's thread pool through vLLM"
 say "all checks passed"
