@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-fast test-vllm test-images test-chaos up services bench bench-report bench-readme docs lint migrate clean locks k8s
+.PHONY: venv demo test test-fast test-vllm test-images test-gpu-topology test-chaos up services bench bench-report bench-readme docs lint migrate clean locks k8s
 
 # The images' lock constrains the runtime's transitive dependencies, so tests run what ships and a
 # new upstream release does not change a fresh machine's venv.
@@ -46,6 +46,12 @@ test-vllm: venv services
 # Build every image target with podman and run the compose stack end to end (.ci/images.sh).
 test-images:
 	bash .ci/images.sh
+
+# The compose gpu profile with CPU stand-ins (vLLM's CPU build serving a tiny random Qwen2-VL, the
+# CPU layout engine): a real page through region OCR over HTTP into the vLLM container and its
+# /metrics (.ci/gpu-topology.sh). Not in .ci/run: tens of minutes on 2 cores.
+test-gpu-topology:
+	bash .ci/gpu-topology.sh
 
 # The whole stack under faults (tests/chaos): its own Redis, its own PostgreSQL cluster, gunicorn,
 # one worker per queue and beat; load, SIGKILLs, a Redis restart and a PostgreSQL crash + restart.

@@ -79,10 +79,11 @@ for target in app layout-gpu vllm postgres redis s3; do build "$target"; done
 say "layout-gpu: paddleocr imports; an empty model directory fails naming the setting"
 podman run -i --rm --no-healthcheck --network host "$PREFIX-layout-gpu:$TAG" python - <<'PY' || die "layout-gpu image checks"
 import tempfile
+import paddle  # paddleocr never imports paddle at import time: a broken Paddle would pass unseen
 import paddleocr
 from workers.engines.base import EngineError
 from workers.engines.paddle import PaddleLayoutConfig, PaddleLayoutEngine
-print("paddleocr", paddleocr.__version__)
+print("paddle", paddle.__version__, "paddleocr", paddleocr.__version__)
 try:
     PaddleLayoutEngine(PaddleLayoutConfig(model_dir=tempfile.mkdtemp(), device="cpu"))
 except EngineError as exc:
@@ -96,7 +97,7 @@ served=$(podman run --rm --no-healthcheck -e VLLM_PROFILE=glm-ocr -e VLLM_PORT=8
   --entrypoint /bin/sh "$PREFIX-vllm:$TAG" -c 'mkdir -p /tmp/stub && printf "#!/bin/sh\necho \"\$@\"\n" >/tmp/stub/vllm \
   && chmod +x /tmp/stub/vllm && PATH=/tmp/stub:$PATH exec sh /opt/ocr/vllm-serve.sh') || die "vllm entry point"
 case $served in
-  "serve /models/GLM-OCR --host 0.0.0.0 --port 8001 --served-model-name zai-org/GLM-OCR "*"--speculative-config"*) ;;
+  "serve /models/GLM-OCR --host 127.0.0.1 --port 8001 --served-model-name zai-org/GLM-OCR "*"--speculative-config"*) ;;
   *) die "vllm entry point rendered: $served" ;;
 esac
 
@@ -149,7 +150,10 @@ teardown() {
   say "torn down (exit $status)"
   exit $status
 }
-trap teardown EXIT INT TERM
+# A signal ends the run as a failure (128 + signal); teardown runs once, on EXIT.
+trap teardown EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.2; done
 
 # Health checks: podman runs them from systemd timers, and this machine kind has no systemd, so a

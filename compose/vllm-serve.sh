@@ -12,4 +12,6 @@ set -- $args "$@"
 IFS=$old_ifs
 model=$1
 shift
-exec vllm serve "${VLLM_MODEL_PATH:-$model}" --host 0.0.0.0 --port "${VLLM_PORT:-8000}" "$@"
+# VLLM_HOST: 0.0.0.0 in a pod (its own network namespace; NetworkPolicy guards it), 127.0.0.1 on a
+# host network (compose). The API key comes from VLLM_API_KEY, which vLLM reads itself.
+exec vllm serve "${VLLM_MODEL_PATH:-$model}" --host "${VLLM_HOST:-127.0.0.1}" --port "${VLLM_PORT:-8000}" "$@"

@@ -333,3 +333,351 @@ def test_apim_policy_validates_jwt_limits_rate_and_size():
     assert "10485760" in conditions and "Content-Length" in conditions
     proto = [h for h in inbound.iter("set-header") if h.get("name") == "X-Forwarded-Proto"]
     assert proto and proto[0].find("value").text == "https"
+
+
+# --- facts the clouds enforce at run time (issue 22) ---------------------------------------------
+
+
+def test_pods_fit_the_allocatable_of_their_pool(cloud, docs, pools):
+    """A pod whose requests exceed its node's allocatable (capacity less kube-reserved and the
+    eviction threshold: tests/k8s_manifests.py allocatable) is Pending forever, and a
+    scale-from-zero group's autoscaler, which counts capacity, keeps adding nodes for it."""
+    for name, spec in m.pod_specs(docs):
+        pool = m.pool_of(cloud, spec)
+        cpu, mem = pool.allocatable
+        want_cpu, want_mem = m.pod_requests(spec)
+        where = f"{name} on {pool.name} ({pool.machine}: {cpu:.2f} CPU / {mem:.1f} GiB allocatable)"
+        assert want_cpu <= cpu and want_mem <= mem, f"{where} requests {want_cpu} CPU / {want_mem:.1f} GiB"
+        # A memory limit beyond the node's allocatable ends in node-pressure eviction instead of
+        # the container's own OOM kill.
+        assert m.pod_limits(spec)[1] <= mem, f"{where}: memory limit {m.pod_limits(spec)[1]:.1f} GiB"
+        assert m.gpus(spec) <= pool.gpus, f"{where} wants {m.gpus(spec)} GPUs"
+
+
+def test_allocatable_rules_match_the_clouds_published_examples():
+    """The reservation rules reproduce figures the clouds publish, so a typo in a tier fails here."""
+    # AKS docs: 8 GB, 30 pods -> 650 MB kube-reserved + 100 Mi eviction.
+    cpu, mem = m.allocatable("aks", m.Machine(8, 8), 30)
+    assert round(mem + m.DAEMONSET_ALLOWANCE[1], 2) == round(8 - (20 * 30 + 50) / 1024 - 100 / 1024, 2)
+    assert round(cpu + m.DAEMONSET_ALLOWANCE[0], 3) == 8 - 0.18
+    # EKS/GKE CPU tiers on 4 cores: 60 + 10 + 10 = 80 m.
+    assert round(m._tiered(4, m._CPU_TIERS), 3) == 0.08
+    # GKE memory on 16 GiB: 1 + 0.8 + 0.8 = 2.6 GiB.
+    assert round(m._tiered(16, [(4, 0.25), (4, 0.20), (8, 0.10), (112, 0.06), (float("inf"), 0.02)]), 2) == 2.6
+
+
+def test_node_root_disks_hold_the_images_they_pull(cloud, docs, pools):
+    for name, spec in m.pod_specs(docs):
+        pool = m.pool_of(cloud, spec)
+        need = m.root_disk_needed(spec)
+        assert pool.disk_gib >= need, f"{name}: {pool.name} has a {pool.disk_gib} GiB root disk, needs {need:.0f}"
+
+
+def test_azure_ephemeral_os_disks_fit_a_temp_disk():
+    """Ephemeral OS disks live on the VM's temp disk: sizes without one (Dsv5, Esv5) fail at
+    `terraform apply`, and the OS disk must fit in it."""
+    pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+    for pool in m.aks_pools().values():
+        if pool.ephemeral_os:
+            temp = pool.spec.temp_disk_gib
+            assert temp is not None, f"{pool.name}: {pool.machine} has no temp disk for an ephemeral OS disk"
+            assert pool.disk_gib <= temp, f"{pool.name}: {pool.disk_gib} GiB OS disk > {temp} GiB temp disk"
+
+
+def test_keda_reaches_redis_from_the_namespace_it_runs_in(cloud, docs):
+    if cloud == "aks":
+        pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+        assert m.aks_cluster()["workload_autoscaler_profile"][0]["keda_enabled"] is True
+    policy = m.find(docs, "NetworkPolicy", "redis-ingress")["spec"]["ingress"]
+    namespaces = {
+        peer["namespaceSelector"]["matchLabels"].get("kubernetes.io/metadata.name")
+        for rule in policy
+        for peer in rule.get("from", [])
+        if "namespaceSelector" in peer and any(p.get("port") == 6379 for p in rule.get("ports", []))
+    }
+    assert m.KEDA_NAMESPACE[cloud] in namespaces, f"KEDA runs in {m.KEDA_NAMESPACE[cloud]}; Redis admits {namespaces}"
+
+
+def test_aks_nodes_reach_the_private_registry():
+    pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+    doc = m.hcl(m.K8S / "terraform" / "azure" / "main.tf")
+    acr = m.tf_resource(doc, "azurerm_container_registry", "main")
+    if acr["public_network_access_enabled"] is not False:
+        return
+    pe = m.tf_resource(doc, "azurerm_private_endpoint", "acr")
+    conn = pe["private_service_connection"][0]
+    assert conn["private_connection_resource_id"] == "${azurerm_container_registry.main.id}"
+    assert conn["subresource_names"] == ["registry"]
+    zone = m.tf_resource(doc, "azurerm_private_dns_zone", "acr")
+    assert zone["name"] == "privatelink.azurecr.io"
+    assert pe["private_dns_zone_group"][0]["private_dns_zone_ids"] == ["${azurerm_private_dns_zone.acr.id}"]
+    link = m.tf_resource(doc, "azurerm_private_dns_zone_virtual_network_link", "acr")
+    assert link["virtual_network_id"] == "${azurerm_virtual_network.main.id}"
+    # The endpoint and every node pool are in that VNet.
+    for subnet in (pe["subnet_id"], m.aks_cluster()["default_node_pool"][0]["vnet_subnet_id"]):
+        name = subnet.split(".")[1]
+        assert (
+            m.tf_resource(doc, "azurerm_subnet", name)["virtual_network_name"] == "${azurerm_virtual_network.main.name}"
+        )
+    assert (
+        m.tf_resource(doc, "azurerm_kubernetes_cluster_node_pool", "tier")["vnet_subnet_id"]
+        == "${azurerm_subnet.nodes.id}"
+    )
+    # The overlay pulls from this registry.
+    for d in m.render("aks"):
+        for _, spec in m.pod_specs([d]):
+            for c in m.containers(spec):
+                if c["image"].split("/")[-1].startswith("ocr-"):
+                    assert c["image"].startswith(f"{acr['name'].replace('${var.name}', 'ocr')}.azurecr.io/"), c["image"]
+
+
+def test_eks_private_nodes_route_to_a_nat_gateway():
+    pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+    doc = m.hcl(m.K8S / "terraform" / "aws" / "network.tf")
+    routes = m.tf_resource(doc, "aws_route_table", "private")["route"]
+    assert any(r["cidr_block"] == "0.0.0.0/0" and r.get("nat_gateway_id") for r in routes)
+    eks = m.hcl(m.K8S / "terraform" / "aws" / "eks.tf")
+    assert m.tf_resource(eks, "aws_eks_node_group", "tier")["subnet_ids"] == "${aws_subnet.private[*].id}"
+
+
+def test_gke_private_nodes_reach_every_image():
+    """Private nodes reach Artifact Registry through Private Google Access only; anything else
+    (docker.io/redis, rclone) needs Cloud NAT for the cluster's region."""
+    commands = m.gke_commands()
+    (create,) = [c for c in commands if "container clusters create" in c]
+    if "--enable-private-nodes" not in create:
+        return
+    registry = re.compile(r"^[a-z0-9-]+-docker\.pkg\.dev/")
+    outside = {
+        c["image"]
+        for _, spec in m.pod_specs(m.render("gke"))
+        for c in m.containers(spec)
+        if not registry.match(c["image"])
+    }
+    if outside:
+        nats = [c for c in commands if "compute routers nats create" in c]
+        assert nats, f"private nodes cannot pull {sorted(outside)}: no Cloud NAT in cluster.sh"
+        assert "--nat-all-subnet-ip-ranges" in nats[0] and '--region "$REGION"' in nats[0]
+        routers = [c for c in commands if "compute routers create" in c]
+        assert routers and "--network default" in routers[0] and "--network" not in create
+
+
+def test_the_nvidia_device_plugin_lands_on_every_gpu_pool_and_no_other(cloud, pools):
+    values = m.device_plugin_values(cloud)
+    if cloud in m.CLOUDS_WITH_OWN_DEVICE_PLUGIN:
+        assert values is None, f"{cloud} runs its own device plugin: ship no second one"
+        return
+    assert values is not None, (
+        f"no k8s/addons/nvidia-device-plugin-{cloud}.yaml: no node would advertise nvidia.com/gpu"
+    )
+    for pool in pools.values():
+        assert m.device_plugin_lands_on(values, pool) == bool(pool.card), pool.name
+
+
+def test_read_write_many_volumes_are_writable_by_the_pods_user(cloud, docs):
+    classes = {d["metadata"]["name"]: d for d in docs if d["kind"] == "StorageClass"}
+    claims = {
+        d["metadata"]["name"]: d["spec"]["storageClassName"] for d in docs if d["kind"] == "PersistentVolumeClaim"
+    }
+    for name, spec in m.pod_specs(docs):
+        pod = spec["securityContext"]
+        writes = {
+            v["persistentVolumeClaim"]["claimName"]
+            for v in spec.get("volumes", [])
+            if "persistentVolumeClaim" in v and not v["persistentVolumeClaim"].get("readOnly")
+        }
+        for claim in writes:
+            sc = classes.get(claims[claim])
+            provisioner = sc["provisioner"] if sc else m.PROVISIONER_OF_BUILTIN_CLASS[claims[claim]]
+            where = f"{name} writes {claim} ({provisioner})"
+            if provisioner == "file.csi.azure.com":
+                opts = sc["mountOptions"]
+                assert f"uid={pod['runAsUser']}" in opts and f"gid={pod['runAsGroup']}" in opts, where
+            elif provisioner == "efs.csi.aws.com":
+                p = sc["parameters"]
+                assert (p["provisioningMode"], p["uid"], p["gid"]) == (
+                    "efs-ap",
+                    str(pod["runAsUser"]),
+                    str(pod["runAsGroup"]),
+                ), where
+            else:
+                assert m.FSGROUP_POLICY.get(provisioner) == "File", f"{where}: the driver does not apply fsGroup"
+                assert pod.get("fsGroup") == pod["runAsGroup"], f"{where} without fsGroup"
+
+
+def test_eks_version_is_supported_for_six_more_months():
+    """EKS auto-upgrades a cluster whose version leaves extended support (1.31: 2026-11-26)."""
+    import datetime
+
+    pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+    # docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html (end of extended support)
+    end_of_extended = {"1.33": "2027-07-29", "1.34": "2027-12-02", "1.35": "2028-03-27"}
+    variables = m.hcl(m.K8S / "terraform" / "aws" / "variables.tf")["variable"]
+    version = next(v["kubernetes_version"]["default"] for v in variables if "kubernetes_version" in v)
+    assert version in end_of_extended, f"EKS {version}: past or unknown support window"
+    left = datetime.date.fromisoformat(end_of_extended[version]) - datetime.date.today()
+    assert left.days > 183, f"EKS {version} leaves extended support in {left.days} days"
+
+
+def test_eks_enforces_network_policies():
+    """The VPC CNI ignores NetworkPolicy unless its network-policy agent is on."""
+    pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+    addon = m.tf_resource(m.hcl(m.K8S / "terraform" / "aws" / "eks.tf"), "aws_eks_addon", "vpc_cni")
+    assert addon["addon_name"] == "vpc-cni"
+    # python-hcl2 leaves the jsonencode() call as text: ${jsonencode({enableNetworkPolicy = "true"})}
+    assert re.search(r'enableNetworkPolicy\s*=\s*"true"', addon["configuration_values"]), addon["configuration_values"]
+
+
+def test_vllm_writes_its_caches_to_volumes(docs):
+    """The root filesystem is read-only: HOME, HF_HOME (set by the image) and vLLM's caches must
+    point at mounted volumes."""
+    spec = m.find(docs, "Deployment", "vllm")["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    env = {**m.dockerfile_stage_env("vllm"), **{e["name"]: e["value"] for e in container["env"] if "value" in e}}
+    mounts = [v["mountPath"] for v in container["volumeMounts"] if not v.get("readOnly")]
+    for key in ("HOME", "HF_HOME", "VLLM_CACHE_ROOT", "TRITON_CACHE_DIR"):
+        assert any(env[key] == p or env[key].startswith(p + "/") for p in mounts), f"{key}={env[key]} is read-only"
+
+
+def test_vllm_image_is_a_cuda_12_build():
+    """From v0.20.0 the unsuffixed vllm-openai tag is CUDA 13 (R580 drivers); the -cu129 build
+    runs on the drivers AKS, GKE and EKS's AL2023 NVIDIA AMI install (docs/deploying.md)."""
+    assert re.search(r":v[\d.]+-cu12\d$", m.dockerfile_arg("VLLM_IMAGE")), m.dockerfile_arg("VLLM_IMAGE")
+
+
+# --- who may reach web and Flower (issue 25) --------------------------------------------------
+
+
+def edge_ranges(target: str) -> set[str]:
+    """The edge's address ranges as the infrastructure code declares them."""
+    import ipaddress
+
+    if target == "aks":
+        subnet = m.tf_resource(m.hcl(m.K8S / "terraform" / "azure" / "main.tf"), "azurerm_subnet", "edge")
+        return set(subnet["address_prefixes"])
+    if target == "eks":
+        variables = m.hcl(m.K8S / "terraform" / "aws" / "variables.tf")["variable"]
+        vpc = ipaddress.ip_network(next(v["vpc_cidr"]["default"] for v in variables if "vpc_cidr" in v))
+        azs = next(v["azs"]["default"] for v in variables if "azs" in v)
+        subnet = m.tf_resource(m.hcl(m.K8S / "terraform" / "aws" / "network.tf"), "aws_subnet", "edge")
+        assert subnet["cidr_block"] == "${cidrsubnet(var.vpc_cidr, 8, 240 + count.index)}"
+        return {str(list(vpc.subnets(new_prefix=vpc.prefixlen + 8))[240 + i]) for i in range(len(azs))}
+    if target == "gke":
+        return {"192.0.2.0/24"}  # a placeholder that admits nobody until the operator fills it in
+    return set()
+
+
+@pytest.mark.parametrize("target", m.existing_targets())
+def test_web_and_flower_admit_named_peers_only(target):
+    if target in m.CLOUDS:
+        pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+    docs = m.render(target)
+    assert "ingress" not in m.find(docs, "NetworkPolicy", "flower-ingress")["spec"], "Flower is port-forward only"
+    blocks = set()
+    for rule in m.find(docs, "NetworkPolicy", "web-ingress")["spec"]["ingress"]:
+        assert rule.get("from"), f"{target}: a web ingress rule admits any source on its port"
+        for peer in rule["from"]:
+            if "ipBlock" in peer:
+                blocks.add(peer["ipBlock"]["cidr"])
+            else:
+                # A namespace AND pods in it (one peer), never a whole namespace or any namespace's pods.
+                assert peer.get("namespaceSelector", {}).get("matchLabels") and peer.get("podSelector", {}).get(
+                    "matchLabels"
+                ), peer
+    assert blocks == edge_ranges(target), f"{target}: web admits {blocks}, the edge is {edge_ranges(target)}"
+    if target in ("aks", "gke"):
+        svc = m.find(docs, "Service", "web-internal")
+        assert svc["spec"].get("externalTrafficPolicy") == "Local", "SNAT to a node address would hide the edge"
+
+
+@pytest.mark.parametrize("target", m.existing_targets())
+def test_flower_mounts_only_the_secrets_it_needs(target):
+    spec = m.find(m.render(target), "Deployment", "flower")["spec"]["template"]["spec"]
+    (secret,) = [v["secret"] for v in spec["volumes"] if "secret" in v]
+    assert {i["key"] for i in secret["items"]} == {"broker-url", "flower-basic-auth"}
+    config = m.config(m.render(target))
+    env = {e["name"]: e["value"] for e in spec["containers"][0].get("env", [])}
+    for key, path in config.items():
+        if key.endswith("_FILE") and key != "CELERY_BROKER_URL_FILE":
+            assert env.get(key) == "", f"Flower would read {path}, which it does not mount"
+
+
+# --- compose: loopback only, vLLM behind its key, one GPU each ---------------------------------
+
+
+def test_compose_listens_on_loopback_only():
+    services = m.compose()["services"]
+    listeners = {
+        "web": lambda s: "${WEB_BIND:-127.0.0.1}:" in " ".join(s["command"]),
+        "flower": lambda s: "--address=127.0.0.1" in " ".join(s["command"]),
+        "redis": lambda s: "--bind 127.0.0.1" in " ".join(s["command"]),
+        "vllm": lambda s: s["environment"]["VLLM_HOST"] == "127.0.0.1",
+        "s3": lambda s: "S3_HOST" not in s["environment"],  # s3-server.py defaults to 127.0.0.1
+        "postgres": lambda s: "POSTGRES_HOST" not in s["environment"],  # postgres-start.sh: 127.0.0.1
+    }
+    for name, binds_loopback in listeners.items():
+        assert binds_loopback(services[name]), f"compose {name} listens beyond 127.0.0.1"
+    serve = (m.ROOT / "compose" / "vllm-serve.sh").read_text()
+    assert '--host "${VLLM_HOST:-127.0.0.1}"' in serve
+    assert 'os.environ.get("S3_HOST", "127.0.0.1")' in (m.ROOT / "compose" / "s3-server.py").read_text()
+    assert "${POSTGRES_HOST:-127.0.0.1}" in (m.ROOT / "compose" / "postgres-start.sh").read_text()
+
+
+def test_compose_vllm_requires_the_key_the_workers_send():
+    services = m.compose()["services"]
+    vllm = services["vllm"]
+    assert vllm["environment"]["VLLM_API_KEY"] == "${VLLM_API_KEY:-}"
+    assert 'test -n "$$VLLM_API_KEY" ||' in vllm["entrypoint"][-1]
+    for name in ("worker-ocr", "layout-gpu"):
+        assert services[name]["environment"]["VLLM_API_KEY"] == "${VLLM_API_KEY:-}", name
+
+
+def test_compose_gpu_services_take_different_gpus_by_default():
+    services = m.compose()["services"]
+    ids = [
+        services[name]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"][0]
+        for name in ("layout-gpu", "vllm")
+    ]
+    defaults = [re.search(r":-(\d+)\}", i).group(1) for i in ids]
+    assert len(set(defaults)) == 2, f"layout-gpu and vLLM share GPU {defaults[0]}"
+
+
+def test_cloud_overlays_pull_the_platform_images_from_their_registry(cloud, docs):
+    """The base renames ocr-* to registry.example.internal/ocr-*: an overlay's images: entry must
+    match that name, or every pod pulls from a host that does not exist."""
+    registry = {
+        "aks": r"^\w+\.azurecr\.io/",
+        "eks": r"^\d+\.dkr\.ecr\.[\w-]+\.amazonaws\.com/",
+        "gke": r"^[a-z0-9-]+-docker\.pkg\.dev/",
+    }
+    for name, spec in m.pod_specs(docs):
+        for c in m.containers(spec):
+            if "ocr-" in c["image"]:
+                assert re.match(registry[cloud], c["image"]), f"{name}/{c['name']} pulls {c['image']}"
+
+
+@pytest.mark.parametrize("stage", ["vllm", "vllm-cpu"])
+def test_vllm_images_render_the_profile_argv_from_what_they_copy(stage, tmp_path):
+    """The vLLM images hold only the files their stage COPYs (no app, no Django): the profile
+    renderer must run from those alone, as the entry point runs it."""
+    import subprocess
+    import sys
+
+    text = (m.ROOT / "compose" / "Dockerfile").read_text()
+    body = text.split(f" AS {stage}\n", 1)[1].split("\nFROM ", 1)[0]
+    for src, dst in re.findall(r"^COPY (\S+) (/opt/ocr/\S+)$", body, re.M):
+        target = tmp_path / dst.removeprefix("/opt/ocr/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((m.ROOT / src).read_bytes())
+    for touched in re.findall(r"touch (/opt/ocr/\S+)", body):
+        (tmp_path / touched.removeprefix("/opt/ocr/")).touch()
+    out = subprocess.run(
+        [sys.executable, "-E", "-s", str(tmp_path / "profiles.py"), "serve-args", "glm-ocr"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "zai-org/GLM-OCR"

@@ -20,12 +20,26 @@ gcloud container node-pools create redis --project "$PROJECT" --cluster "$CLUSTE
   --machine-type n2-highmem-4 --enable-autoscaling --min-nodes 1 --max-nodes 1 \
   --workload-metadata GKE_METADATA
 
-# Layout: T4. GKE installs the driver (gpu-driver-version=default) and taints the nodes.
+# Layout: T4. GKE installs the driver (gpu-driver-version=default) and its own NVIDIA device plugin
+# (kube-system), and taints the nodes: install no second device plugin on GKE.
 gcloud container node-pools create gpu-t4 --project "$PROJECT" --cluster "$CLUSTER" --zone "$ZONE" \
   --machine-type n1-standard-8 --accelerator type=nvidia-tesla-t4,count=1,gpu-driver-version=default \
   --enable-autoscaling --min-nodes 0 --max-nodes 4 --workload-metadata GKE_METADATA
 
-# VLM: A100 80 GB (a2-ultragpu-1g), the card the base vLLM argv is sized for.
+# VLM: A100 80 GB (a2-ultragpu-1g), the card the base vLLM argv is sized for. A 200 GB boot disk:
+# the vLLM image is ~28 GB unpacked and the node keeps its compressed layers too (tests/test_k8s.py).
+# The vLLM image is pinned to its CUDA 12.9 build (compose/Dockerfile), which runs on the R535+
+# drivers `default` installs (CUDA minor-version compatibility); the unsuffixed tag is CUDA 13
+# and would need R580.
 gcloud container node-pools create gpu-a100 --project "$PROJECT" --cluster "$CLUSTER" --zone "$ZONE" \
   --machine-type a2-ultragpu-1g --accelerator type=nvidia-a100-80gb,count=1,gpu-driver-version=default \
+  --disk-size 200 \
   --enable-autoscaling --min-nodes 0 --max-nodes 2 --workload-metadata GKE_METADATA
+
+# Private nodes have no external addresses: without Cloud NAT they reach only Google APIs (Private
+# Google Access) and cannot pull docker.io/redis or docker.io/rclone/rclone (k8s/base). NAT for
+# every subnet range of the cluster's network in its region (tests/test_k8s.py checks it exists
+# whenever an image of the gke overlay is outside Artifact Registry).
+gcloud compute routers create "$CLUSTER-nat" --project "$PROJECT" --network default --region "$REGION"
+gcloud compute routers nats create "$CLUSTER-nat" --project "$PROJECT" --router "$CLUSTER-nat" --region "$REGION" \
+  --auto-allocate-nat-external-ips --nat-all-subnet-ip-ranges

@@ -16,7 +16,7 @@ resource "aws_security_group" "vpc_link" {
 
 resource "aws_apigatewayv2_vpc_link" "web" {
   name               = "${var.name}-web"
-  subnet_ids         = aws_subnet.private[*].id
+  subnet_ids         = aws_subnet.edge[*].id
   security_group_ids = [aws_security_group.vpc_link.id]
 }
 

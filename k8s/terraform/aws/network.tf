@@ -49,6 +49,23 @@ resource "aws_subnet" "public" {
   tags              = { Name = "${var.name}-public-${count.index}" }
 }
 
+# The edge's own subnets: the internal NLB and the API Gateway VPC Link live here, so the web
+# NetworkPolicy admits exactly these addresses (the NLB targets pod IPs and, for IP targets,
+# connects from its own addresses). Pods and nodes use the private subnets, never these.
+resource "aws_subnet" "edge" {
+  count             = length(var.azs)
+  vpc_id            = aws_vpc.main.id
+  availability_zone = var.azs[count.index]
+  cidr_block        = cidrsubnet(var.vpc_cidr, 8, 240 + count.index)
+  tags              = { Name = "${var.name}-edge-${count.index}" }
+}
+
+resource "aws_route_table_association" "edge" {
+  count          = length(var.azs)
+  subnet_id      = aws_subnet.edge[count.index].id
+  route_table_id = aws_route_table.private.id
+}
+
 resource "aws_internet_gateway" "main" {
   vpc_id = aws_vpc.main.id
 }

@@ -8,9 +8,11 @@ variable "name" {
   default = "ocr"
 }
 
+# EKS 1.35: standard support to 2027-03-27, extended to 2028-03-27 (1.31's extended support ended
+# 2026-11-26). tests/test_k8s.py fails once the chosen version is within 6 months of its end.
 variable "kubernetes_version" {
   type    = string
-  default = "1.31"
+  default = "1.35"
 }
 
 variable "vpc_cidr" {

@@ -47,10 +47,13 @@ resource "azurerm_kubernetes_cluster" "main" {
   sku_tier                  = "Standard"
   automatic_upgrade_channel = "patch"
 
-  # Add-ons only (CoreDNS, KEDA, monitoring): small and untainted.
+  # Add-ons only (CoreDNS, KEDA, monitoring): small and untainted. An ephemeral OS disk lives on
+  # the VM's temp disk, which the Dsv5 sizes lack ("Ephemeral OS Disks: Not Supported"): the
+  # Ddsv5 size has one (150 GiB), and the disk size fits in it (tests/test_k8s.py checks both).
   default_node_pool {
     name                         = "system"
-    vm_size                      = "Standard_D4s_v5"
+    vm_size                      = "Standard_D4ds_v5"
+    vnet_subnet_id               = azurerm_subnet.nodes.id
     auto_scaling_enabled         = true
     min_count                    = 2
     max_count                    = 3
@@ -68,6 +71,8 @@ resource "azurerm_kubernetes_cluster" "main" {
   network_profile {
     network_plugin = "azure"
     network_policy = "azure"
+    service_cidr   = "10.51.0.0/16"
+    dns_service_ip = "10.51.0.10"
   }
 
   azure_active_directory_role_based_access_control {
@@ -97,13 +102,17 @@ resource "azurerm_log_analytics_workspace" "main" {
 
 # One pool per tier. The GPU pools scale from zero and are tainted, so nothing but the pods that
 # tolerate the taint AND select the pool (k8s/overlays/aks) runs there; KEDA's maxReplicaCount
-# stays within max_count.
+# stays within max_count. AKS installs the NVIDIA driver on GPU pools but not the device plugin:
+# the nvidia.com/gpu.present label is what the NVIDIA device plugin chart's default node affinity
+# selects, and k8s/addons/nvidia-device-plugin-aks.yaml adds the `sku` toleration it lacks.
+# os_disk "Ephemeral" needs a size with a temp disk at least disk_gb large; the A100 size's temp
+# disk (64 GiB) is smaller than the vLLM image needs, so that pool takes a managed disk.
 locals {
   pools = {
-    cpu     = { vm_size = "Standard_D8s_v5", min = 1, max = 10, taints = [] }
-    redis   = { vm_size = "Standard_E4s_v5", min = 1, max = 1, taints = [] }
-    gput4   = { vm_size = "Standard_NC4as_T4_v3", min = 0, max = 4, taints = ["sku=gpunpt4:NoSchedule"] }
-    gpua100 = { vm_size = "Standard_NC24ads_A100_v4", min = 0, max = 2, taints = ["sku=gpunpa100:NoSchedule"] }
+    cpu     = { vm_size = "Standard_D8ds_v5", min = 1, max = 10, taints = [], os_disk = "Ephemeral", disk_gb = 128, labels = { "ocr/pool" = "cpu" } }
+    redis   = { vm_size = "Standard_E4ds_v5", min = 1, max = 1, taints = [], os_disk = "Ephemeral", disk_gb = 128, labels = { "ocr/pool" = "redis" } }
+    gput4   = { vm_size = "Standard_NC4as_T4_v3", min = 0, max = 4, taints = ["sku=gpunpt4:NoSchedule"], os_disk = "Ephemeral", disk_gb = 128, labels = { "ocr/pool" = "gput4", "nvidia.com/gpu.present" = "true" } }
+    gpua100 = { vm_size = "Standard_NC24ads_A100_v4", min = 0, max = 2, taints = ["sku=gpunpa100:NoSchedule"], os_disk = "Managed", disk_gb = 256, labels = { "ocr/pool" = "gpua100", "nvidia.com/gpu.present" = "true" } }
   }
 }
 
@@ -112,16 +121,133 @@ resource "azurerm_kubernetes_cluster_node_pool" "tier" {
   name                    = each.key
   kubernetes_cluster_id   = azurerm_kubernetes_cluster.main.id
   vm_size                 = each.value.vm_size
+  vnet_subnet_id          = azurerm_subnet.nodes.id
   auto_scaling_enabled    = true
   min_count               = each.value.min
   max_count               = each.value.max
   node_taints             = each.value.taints
-  node_labels             = { "ocr/pool" = each.key }
+  node_labels             = each.value.labels
   max_pods                = 50
-  os_disk_type            = "Ephemeral"
+  os_disk_type            = each.value.os_disk
+  os_disk_size_gb         = each.value.disk_gb
   host_encryption_enabled = true
 }
 
+# --- network: the nodes' subnet, the edge's subnet, and the registry's private endpoint ----------
+# The registry refuses public access, so nodes pull through a private endpoint in the VNet and
+# resolve <name>.azurecr.io (and its data endpoints) through the privatelink zone linked to it;
+# without both, every pull fails (learn.microsoft.com/azure/container-registry/
+# container-registry-private-link).
+resource "azurerm_virtual_network" "main" {
+  name                = "${var.name}-vnet"
+  location            = azurerm_resource_group.main.location
+  resource_group_name = azurerm_resource_group.main.name
+  address_space       = ["10.50.0.0/16"]
+}
+
+resource "azurerm_subnet" "nodes" {
+  name                 = "nodes"
+  resource_group_name  = azurerm_resource_group.main.name
+  virtual_network_name = azurerm_virtual_network.main.name
+  address_prefixes     = ["10.50.0.0/20"]
+}
+
+resource "azurerm_subnet" "private_endpoints" {
+  name                 = "private-endpoints"
+  resource_group_name  = azurerm_resource_group.main.name
+  virtual_network_name = azurerm_virtual_network.main.name
+  address_prefixes     = ["10.50.16.0/24"]
+}
+
+# API Management (the edge) is injected here; the web NetworkPolicy admits this range only.
+resource "azurerm_subnet" "edge" {
+  name                 = "apim"
+  resource_group_name  = azurerm_resource_group.main.name
+  virtual_network_name = azurerm_virtual_network.main.name
+  address_prefixes     = ["10.50.17.0/24"]
+}
+
+# Subnets keep Azure's default NSG rules (VNet and load balancer in, internet in denied); API
+# Management's subnet also admits its control plane on 3443 (internal VNet mode requirement).
+resource "azurerm_network_security_group" "main" {
+  name                = "${var.name}-subnets"
+  location            = azurerm_resource_group.main.location
+  resource_group_name = azurerm_resource_group.main.name
+}
+
+resource "azurerm_network_security_group" "edge" {
+  name                = "${var.name}-apim"
+  location            = azurerm_resource_group.main.location
+  resource_group_name = azurerm_resource_group.main.name
+
+  security_rule {
+    name                       = "apim-management"
+    priority                   = 100
+    direction                  = "Inbound"
+    access                     = "Allow"
+    protocol                   = "Tcp"
+    source_port_range          = "*"
+    destination_port_range     = "3443"
+    source_address_prefix      = "ApiManagement"
+    destination_address_prefix = "VirtualNetwork"
+  }
+}
+
+resource "azurerm_subnet_network_security_group_association" "nodes" {
+  subnet_id                 = azurerm_subnet.nodes.id
+  network_security_group_id = azurerm_network_security_group.main.id
+}
+
+resource "azurerm_subnet_network_security_group_association" "private_endpoints" {
+  subnet_id                 = azurerm_subnet.private_endpoints.id
+  network_security_group_id = azurerm_network_security_group.main.id
+}
+
+resource "azurerm_subnet_network_security_group_association" "edge" {
+  subnet_id                 = azurerm_subnet.edge.id
+  network_security_group_id = azurerm_network_security_group.edge.id
+}
+
+# A system-assigned cluster identity gets no rights on a subnet it did not create; the internal
+# load balancer needs them.
+resource "azurerm_role_assignment" "aks_subnet" {
+  scope                = azurerm_subnet.nodes.id
+  role_definition_name = "Network Contributor"
+  principal_id         = azurerm_kubernetes_cluster.main.identity[0].principal_id
+}
+
+resource "azurerm_private_dns_zone" "acr" {
+  name                = "privatelink.azurecr.io"
+  resource_group_name = azurerm_resource_group.main.name
+}
+
+resource "azurerm_private_dns_zone_virtual_network_link" "acr" {
+  name                  = "${var.name}-acr"
+  resource_group_name   = azurerm_resource_group.main.name
+  private_dns_zone_name = azurerm_private_dns_zone.acr.name
+  virtual_network_id    = azurerm_virtual_network.main.id
+}
+
+resource "azurerm_private_endpoint" "acr" {
+  name                = "${var.name}-acr"
+  location            = azurerm_resource_group.main.location
+  resource_group_name = azurerm_resource_group.main.name
+  subnet_id           = azurerm_subnet.private_endpoints.id
+
+  private_service_connection {
+    name                           = "${var.name}-acr"
+    private_connection_resource_id = azurerm_container_registry.main.id
+    subresource_names              = ["registry"]
+    is_manual_connection           = false
+  }
+
+  private_dns_zone_group {
+    name                 = "acr"
+    private_dns_zone_ids = [azurerm_private_dns_zone.acr.id]
+  }
+}
+
+# Public access off: the nodes pull through the private endpoint above.
 resource "azurerm_container_registry" "main" {
   name                          = "${var.name}platform"
   resource_group_name           = azurerm_resource_group.main.name
