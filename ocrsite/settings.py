@@ -201,6 +201,13 @@ OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # (throughput first; their memory is bounded by the pod's limit).
 OCR_CLI_MMAP_THRESHOLD = env_int("OCR_CLI_MMAP_THRESHOLD", 2 * 1024 * 1024)
 OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
+# What one PDF page may cost ingest (workers/budget.py): CPU seconds and memory (MB, on top of the
+# worker's own) of the child process that reads it, characters of text it yields, and a wall-clock
+# backstop. Past any of them the job fails input:too-complex.
+OCR_PAGE_CPU_SECONDS = env_float("OCR_PAGE_CPU_SECONDS", 30.0)
+OCR_PAGE_MEMORY_MB = env_int("OCR_PAGE_MEMORY_MB", 1024)
+OCR_PAGE_MAX_CHARS = env_int("OCR_PAGE_MAX_CHARS", 200_000)
+OCR_PAGE_WALL_SECONDS = env_float("OCR_PAGE_WALL_SECONDS", 300.0)
 # Test-only fault injection through real configuration: pages whose index is listed fail.
 OCR_FAIL_PAGES = env_list("OCR_FAIL_PAGES", [])
 
@@ -251,6 +258,16 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("CELERY_WORKER_PREFETCH_MULTIPLIER", 1)
 CELERY_TASK_SOFT_TIME_LIMIT = OCR_TASK_SOFT_LIMIT
 CELERY_TASK_TIME_LIMIT = OCR_TASK_HARD_LIMIT
+# The job-wide stages have their own limits (soft, hard; at most the defaults above), so an operator
+# can bound how long one document holds a cpu slot: past its soft limit ingest fails input:too-complex.
+OCR_INGEST_SOFT_LIMIT = env_int("OCR_INGEST_SOFT_LIMIT", OCR_TASK_SOFT_LIMIT)
+OCR_INGEST_HARD_LIMIT = env_int("OCR_INGEST_HARD_LIMIT", min(OCR_INGEST_SOFT_LIMIT + 30, OCR_TASK_HARD_LIMIT))
+OCR_ASSEMBLY_SOFT_LIMIT = env_int("OCR_ASSEMBLY_SOFT_LIMIT", min(300, OCR_TASK_SOFT_LIMIT))
+OCR_ASSEMBLY_HARD_LIMIT = env_int("OCR_ASSEMBLY_HARD_LIMIT", min(OCR_ASSEMBLY_SOFT_LIMIT + 30, OCR_TASK_HARD_LIMIT))
+CELERY_TASK_ANNOTATIONS = {
+    TaskName.INGEST.value: {"soft_time_limit": OCR_INGEST_SOFT_LIMIT, "time_limit": OCR_INGEST_HARD_LIMIT},
+    TaskName.ASSEMBLE.value: {"soft_time_limit": OCR_ASSEMBLY_SOFT_LIMIT, "time_limit": OCR_ASSEMBLY_HARD_LIMIT},
+}
 # Redis re-delivers an unacked message after this; it must exceed the longest hard limit or a
 # running task would be handed to a second worker while the first still works on it.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": OCR_TASK_HARD_LIMIT * 2 + 60}
@@ -289,11 +306,13 @@ REST_FRAMEWORK = {
         # Integrators: per-client API keys, and OIDC bearer tokens when OIDC_ISSUER is set.
         "apps.api.auth.ApiKeyAuthentication",
         "apps.api.auth.OIDCAuthentication",
-        # Django users: the admin (session) and tests (token).
+        # Django users linked to a tenant (TenantUser): scripts and tests (token), the browsable
+        # API (session). Without the link a user is refused: usernames are not tenants.
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Authenticated *and* acting for a tenant: a Django user needs an explicit TenantUser link.
+    "DEFAULT_PERMISSION_CLASSES": ["apps.api.auth.ActsForTenant"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env_int("OCR_API_PAGE_SIZE", 50),

@@ -17,24 +17,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.jobs import enqueue, services, states
-from apps.jobs.documents import (
-    InputError,
-    encode_png,
-    load_image_frame,
-    open_pdf,
-    render_pdf_page,
-    straighten_sideways_scan,
-)
+from apps.jobs.documents import InputError, encode_png, load_image_frame
 from apps.jobs.models import Job, Page, StageEvent
 from ocrsite.celery import app
-from ocrsite.vocabulary import TaskName
-from workers import engine_setup
+from ocrsite.vocabulary import ErrorCode, TaskName
+from workers import budget, engine_setup
 from workers.assembly import assemble_when_ready
 from workers.engines import textlayer
 from workers.regions import write_regions
@@ -63,12 +57,23 @@ def split_document(job_id: str) -> None:
             job.refresh_from_db()
             if job.status != Job.Status.RUNNING:
                 return  # cancelled, finished, or already past ingest
+        # A delivery with pages left to make draws on the job's ingest attempts (a late duplicate
+        # that finds them all made does not); past the cap the job fails job:stalled.
+        if job.pages.count() < job.page_count and not budget.claim_attempt(job_id, "ingest"):
+            return
         started = timezone.now()
         try:
             with default_storage.open(job.source.name, "rb") as fh:
                 data = fh.read()
             waiting, created = _split_pages(job, data)
-        except InputError as exc:
+        except SoftTimeLimitExceeded:
+            limit = settings.OCR_INGEST_SOFT_LIMIT
+            exc = InputError(ErrorCode.INPUT_TOO_COMPLEX, f"the document took longer than {limit} s to split")
+        except InputError as caught:
+            exc = caught
+        else:
+            exc = None
+        if exc is not None:
             services.record(job_id, "ingest", started=started, outcome="failed", error_code=exc.code)
             services.fail_job(job_id, exc.code, exc.message)
             return
@@ -117,23 +122,32 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
     waiting: list[int] = []
     created = 0
     if job.kind == "pdf":
-        with open_pdf(data) as doc:
-            for index, pdf_page in enumerate(doc):
-                page = existing.get(index)
-                if page and page.status != Page.Status.QUEUED:
-                    continue  # finished, or already sent on by an earlier delivery
-                size_pt = (pdf_page.rect.width, pdf_page.rect.height)
-                if not force_ocr and textlayer.has_text_layer(pdf_page, settings.OCR_TEXT_LAYER_MIN_CHARS):
-                    _finish_text_page(job, index, pdf_page, dpi, size_pt)
-                    created += 1
-                    continue
-                if page is None or not page.image:
-                    if straighten_sideways_scan(pdf_page):
-                        size_pt = (pdf_page.rect.width, pdf_page.rect.height)
-                    image, used_dpi = render_pdf_page(pdf_page, dpi, settings.OCR_MAX_IMAGE_PIXELS)
-                    page = _store_page_image(job, index, image, used_dpi, size_pt)
-                    created += 1
+        # Each page is read under its budget in a child process (workers/budget.py): a page that
+        # asks for more ends the job as input:too-complex instead of taking the worker with it.
+        unread = []
+        for index in range(job.page_count):
+            page = existing.get(index)
+            if page and page.status != Page.Status.QUEUED:
+                continue  # finished, or already sent on by an earlier delivery
+            if page is None or not page.image:
+                unread.append(index)
+            else:
                 waiting.append(page.pk)
+        request = budget.PageRequest(
+            dpi=dpi,
+            max_pixels=settings.OCR_MAX_IMAGE_PIXELS,
+            min_chars=settings.OCR_TEXT_LAYER_MIN_CHARS,
+            force_ocr=force_ocr,
+            text_layer=engine_setup.text_layer(),
+        )
+        for found in budget.read_pdf_pages(data, unread, request, page_budget()):
+            if isinstance(found, budget.TextPage):
+                _finish_text_page(job, found, dpi)
+            else:
+                waiting.append(
+                    _store_page(job, found.index, found.png, found.dpi, found.width, found.height, found.size_pt).pk
+                )
+            created += 1
     else:
         for index in range(job.page_count):
             page = existing.get(index)
@@ -149,8 +163,21 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
     return waiting, created
 
 
+def page_budget() -> budget.PageBudget:
+    return budget.PageBudget(
+        cpu_s=settings.OCR_PAGE_CPU_SECONDS,
+        memory_bytes=settings.OCR_PAGE_MEMORY_MB * 1024 * 1024,
+        max_chars=settings.OCR_PAGE_MAX_CHARS,
+        wall_s=settings.OCR_PAGE_WALL_SECONDS,
+    )
+
+
 def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt) -> Page:
-    name = services.save_bytes(f"pages/{job.pk}/{index:05d}.png", encode_png(image))
+    return _store_page(job, index, encode_png(image), dpi, image.shape[1], image.shape[0], size_pt)
+
+
+def _store_page(job: Job, index: int, png: bytes, dpi: int, width: int, height: int, size_pt) -> Page:
+    name = services.save_bytes(f"pages/{job.pk}/{index:05d}.png", png)
     page, _ = Page.objects.update_or_create(
         job=job,
         index=index,
@@ -158,8 +185,8 @@ def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt
             "image": name,
             "source": Page.Source.OCR,
             "status": Page.Status.QUEUED,
-            "width": image.shape[1],
-            "height": image.shape[0],
+            "width": width,
+            "height": height,
             "dpi": dpi,
             "width_pt": size_pt[0],
             "height_pt": size_pt[1],
@@ -168,9 +195,9 @@ def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt
     return page
 
 
-def _finish_text_page(job: Job, index: int, pdf_page, dpi: int, size_pt) -> None:
+def _finish_text_page(job: Job, read: budget.TextPage, dpi: int) -> None:
     started = time.perf_counter()
-    found = textlayer.extract(pdf_page, dpi, engine_setup.text_layer())
+    index, size_pt, found = read.index, read.size_pt, read.regions
     # One transaction: a crash leaves no half-written text page for a redelivery to trip on.
     with transaction.atomic():
         page, _ = Page.objects.update_or_create(
@@ -187,5 +214,5 @@ def _finish_text_page(job: Job, index: int, pdf_page, dpi: int, size_pt) -> None
             },
         )
         write_regions(page, found, source=Page.Source.TEXT_LAYER, engine=textlayer.ENGINE_NAME)
-        elapsed = int((time.perf_counter() - started) * 1000)
+        elapsed = read.read_ms + int((time.perf_counter() - started) * 1000)
         assemble_when_ready(services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed))

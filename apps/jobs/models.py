@@ -42,6 +42,10 @@ class Job(models.Model):
     page_count = models.PositiveIntegerField(default=0)
     pages_done = models.PositiveIntegerField(default=0)
     pages_failed = models.PositiveIntegerField(default=0)
+    # Deliveries of the job-wide stages, claimed by compare-and-set as pages count theirs: a document
+    # that kills its worker every time fails job:stalled at OCR_MAX_ATTEMPTS (workers/budget.py).
+    ingest_attempts = models.PositiveSmallIntegerField(default=0)
+    assembly_attempts = models.PositiveSmallIntegerField(default=0)
 
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
