@@ -347,8 +347,12 @@ OCR_RATE_SUBMISSIONS = env_str("OCR_RATE_SUBMISSIONS", "100/min")
 OCR_RATE_POLLS = env_str("OCR_RATE_POLLS", "1200/min")
 # Pages a tenant may submit per UTC day, counted at submit from the probe (0 = unlimited).
 OCR_QUOTA_PAGES_PER_DAY = env_int("OCR_QUOTA_PAGES_PER_DAY", 20_000)
-# New submissions get 503 while more pages than this wait for layout + OCR (0 = off).
+# While more pages than this wait for layout + OCR (0 = off), a tenant holding an equal share of it
+# or more (among tenants with pages waiting) gets 503 busy:backpressure; the others are admitted.
 OCR_BACKPRESSURE_PAGES = env_int("OCR_BACKPRESSURE_PAGES", 2_000)
+# The fraction of OCR_BACKPRESSURE_PAGES one tenant may have waiting even on an idle platform
+# (1 = no cap beyond the rule above); a tenant's own backlog_share (admin) overrides it.
+OCR_BACKLOG_SHARE = env_float("OCR_BACKLOG_SHARE", 1.0)
 OCR_BACKPRESSURE_RETRY_AFTER = env_int("OCR_BACKPRESSURE_RETRY_AFTER", 30)
 OCR_IDEMPOTENCY_HOURS = env_int("OCR_IDEMPOTENCY_HOURS", 24)
 

@@ -5,6 +5,7 @@ not jobs; it tries every admin path the issue's attacker used (and the ones next
 from __future__ import annotations
 
 import io
+import ipaddress
 import uuid
 
 import pytest
@@ -14,13 +15,19 @@ from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.api.models import Tenant, TenantAPIKey, TenantUser
 from apps.jobs.models import Job
+from apps.webhooks import egress
+from apps.webhooks import services as hooks
+from apps.webhooks.models import WebhookDelivery
 from ocrsite.vocabulary import ErrorCode
+from tests.hostile.corpus import text_pdf
 from tests.perimeter import key_client, new_key
+from tests.test_webhooks import Receiver
 
 SECRET_TEXT = b"acme quarterly figures"
 
@@ -147,3 +154,96 @@ def test_create_api_key_names_an_explicit_tenant():
     call_command("create_api_key", "newco", stdout=io.StringIO(), stderr=io.StringIO())
     assert Tenant.objects.filter(slug="newco").exists()
     assert TenantAPIKey.objects.get().tenant == "newco"
+
+
+# --- fair share of the backlog -------------------------------------------------------------------
+
+
+def _pdf(client, pages: int):
+    fh = io.BytesIO(text_pdf(f"{uuid.uuid4().hex} fair share", pages=pages))
+    fh.name = "flood.pdf"
+    return client.post("/api/v1/jobs", {"file": fh}, format="multipart")
+
+
+@pytest.mark.django_db
+def test_a_flood_from_one_tenant_refuses_that_tenant_only(settings):
+    """Jobs stay queued (nothing is sent to a worker without a commit): the backlog is the
+    database's count of waiting pages, as in production."""
+    settings.OCR_BACKPRESSURE_PAGES = 10
+    _, flood_key = new_key("flooder")
+    _, quiet_key = new_key("quiet")
+    flooder, quiet = key_client(flood_key), key_client(quiet_key)
+    for _ in range(3):  # 0, 5, 10 pages waiting: not over the threshold yet
+        assert _pdf(flooder, 5).status_code == 202
+    refused = _pdf(flooder, 5)
+    assert refused.status_code == 503
+    error = refused.json()["error"]
+    assert error["code"] == ErrorCode.BUSY_BACKPRESSURE and refused["Retry-After"]
+    # The message is about the caller's own pages, never the platform's queue or threshold.
+    assert "15 pages" in error["message"] and "10" not in error["message"]
+    # The other tenant is admitted while the flooder waits, and again with a bigger document.
+    assert _pdf(quiet, 1).status_code == 202
+    assert _pdf(quiet, 4).status_code == 202
+    assert _pdf(flooder, 1).status_code == 503
+    assert Job.objects.filter(tenant="quiet").count() == 2
+
+
+@pytest.mark.django_db
+def test_a_tenants_own_backlog_share_caps_it_on_an_idle_platform(settings):
+    settings.OCR_BACKPRESSURE_PAGES = 100
+    Tenant.objects.create(slug="small", backlog_share=0.05)  # at most 5 pages waiting
+    _, raw = new_key("small")
+    small = key_client(raw)
+    assert _pdf(small, 4).status_code == 202
+    refused = _pdf(small, 2)
+    assert refused.status_code == 503
+    assert refused.json()["error"]["message"].startswith("this tenant has 4 pages waiting")
+    _, other = new_key("big")
+    assert _pdf(key_client(other), 50).status_code == 202
+
+
+# --- webhook egress: IPv6 forms of IPv4 addresses, and networks per tenant ----------------------
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "64:ff9b::a9fe:a9fe",  # NAT64 (RFC 6052) of 169.254.169.254, the metadata service
+        "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
+        "64:ff9b:1::a00:1",  # local-use NAT64 (RFC 8215) of 10.0.0.1
+        "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254
+        "2002:0a00:0001::",  # 6to4 of 10.0.0.1
+        "::10.0.0.1",  # IPv4-compatible
+        "::169.254.169.254",
+        "::ffff:127.0.0.1",  # IPv4-mapped
+        "2001:0:a9fe:a9fe::1",  # Teredo whose server is the metadata address
+    ],
+)
+def test_ipv6_forms_carrying_a_private_ipv4_are_refused(address):
+    assert egress.refused(address, [])
+    # An allow-list entry for the IPv4 network lets its IPv6 forms through too, and only those.
+    carried = egress.carried_ipv4(ipaddress.IPv6Address(address))
+    assert carried and not egress.refused(address, egress.parse_nets([f"{v4}/32" for v4 in carried]))
+
+
+def test_ipv6_forms_carrying_a_public_ipv4_are_judged_as_that_address():
+    assert not egress.refused("64:ff9b::5db8:d70e", [])  # 93.184.215.14 behind NAT64
+    assert not egress.refused("2002:5db8:d70e::1", [])
+    assert not egress.refused("2606:4700::1111", [])  # plain public IPv6 carries nothing
+
+
+@pytest.mark.django_db
+def test_webhook_networks_are_per_tenant():
+    Tenant.objects.create(slug="in-cluster", webhook_allow_nets="127.0.0.0/8, 10.20.0.0/16")
+    Tenant.objects.create(slug="elsewhere")
+    receiver = Receiver()
+    try:
+        outcomes = {}
+        for tenant in ("in-cluster", "elsewhere"):
+            delivery = WebhookDelivery.objects.create(tenant=tenant, event="job.done", url=receiver.url, payload={})
+            outcomes[tenant] = hooks.post(delivery, "{}", timezone.now())
+        assert outcomes["in-cluster"].status_code == 200
+        assert outcomes["elsewhere"].error_code == ErrorCode.WEBHOOK_ADDRESS_REFUSED
+        assert len(receiver.received) == 1, "only the tenant that allows loopback reached it"
+    finally:
+        receiver.close()
