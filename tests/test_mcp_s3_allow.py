@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
@@ -65,6 +66,7 @@ def recording(s3) -> Iterator[str]:
     requests.post(f"{s3}/moto-api/recorder/start-recording", timeout=5)
     yield s3
     requests.post(f"{s3}/moto-api/recorder/stop-recording", timeout=5)
+    Path("moto_recording").unlink(missing_ok=True)  # the recorder's file, in the working directory
 
 
 ALLOWED = s3_allow_list("s3://shared-inbox/tenant-a/")
