@@ -29,7 +29,6 @@ from apps.jobs.models import Job, Page, StageEvent
 from ocrsite.celery import app
 from ocrsite.vocabulary import ErrorCode, TaskName
 from workers import budget, engine_setup
-from workers.assembly import assemble_when_ready
 from workers.engines import textlayer
 from workers.regions import write_regions
 from workers.retry import PipelineTask
@@ -215,4 +214,4 @@ def _finish_text_page(job: Job, read: budget.TextPage, dpi: int) -> None:
         )
         write_regions(page, found, source=Page.Source.TEXT_LAYER, engine=textlayer.ENGINE_NAME)
         elapsed = read.read_ms + int((time.perf_counter() - started) * 1000)
-        assemble_when_ready(services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed))
+        services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed)

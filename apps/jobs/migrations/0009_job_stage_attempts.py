@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0007_region_table'),
+        ("jobs", "0008_engine_catalogue"),
     ]
 
     operations = [
