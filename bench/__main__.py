@@ -20,6 +20,11 @@ BENCHMARKS = {
     "pipeline": ("bench.pipeline", "run", "pages/s through REST + Celery + Redis vs direct engine calls"),
     "ingest": ("bench.ingest", "run", "ingest: 64 concurrent 1 MB uploads, product vs a framework-free reference"),
     "tables": ("bench.tables_teds", "run", "TEDS of the dev table pages, born-digital and rasterised"),
+    "page-budget": (
+        "bench.page_budget",
+        "run",
+        "PDF page reading in ingest's budgeted child vs in process; poison pages",
+    ),
     "cpu-knobs": ("bench.cpu_engine", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
 DEFAULT = ("cpu-engine", "text-layer", "pipeline", "ingest", "tables")
