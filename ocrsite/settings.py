@@ -214,8 +214,6 @@ OCR_PAGE_CPU_SECONDS = env_float("OCR_PAGE_CPU_SECONDS", 30.0)
 OCR_PAGE_MEMORY_MB = env_int("OCR_PAGE_MEMORY_MB", 1024)
 OCR_PAGE_MAX_CHARS = env_int("OCR_PAGE_MAX_CHARS", 200_000)
 OCR_PAGE_WALL_SECONDS = env_float("OCR_PAGE_WALL_SECONDS", 300.0)
-# Test-only fault injection through real configuration: pages whose index is listed fail.
-OCR_FAIL_PAGES = env_list("OCR_FAIL_PAGES", [])
 
 # --- GPU engines: PaddleOCR layout, vLLM recognition -----------------------------------------
 OCR_PADDLE_MODEL_DIR = env_str("OCR_PADDLE_MODEL_DIR", "")

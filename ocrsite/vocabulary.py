@@ -50,6 +50,7 @@ TASK_MODULES = (
     "workers.recognition",
     "workers.assembly",
     "workers.sweep",
+    "workers.retention",
     "workers.webhooks",
 )
 
