@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import ipaddress
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -26,8 +28,7 @@ from apps.webhooks import services as hooks
 from apps.webhooks.models import WebhookDelivery
 from ocrsite.vocabulary import ErrorCode
 from tests.hostile.corpus import text_pdf
-from tests.perimeter import key_client, new_key
-from tests.test_webhooks import Receiver
+from tests.support.perimeter import key_client, new_key
 
 SECRET_TEXT = b"acme quarterly figures"
 
@@ -232,18 +233,36 @@ def test_ipv6_forms_carrying_a_public_ipv4_are_judged_as_that_address():
     assert not egress.refused("2606:4700::1111", [])  # plain public IPv6 carries nothing
 
 
+class _Receiver(BaseHTTPRequestHandler):
+    """A webhook receiver on 127.0.0.1 that counts what reaches it."""
+
+    received: list[bytes] = []
+
+    def do_POST(self) -> None:
+        _Receiver.received.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
 @pytest.mark.django_db
 def test_webhook_networks_are_per_tenant():
     Tenant.objects.create(slug="in-cluster", webhook_allow_nets="127.0.0.0/8, 10.20.0.0/16")
     Tenant.objects.create(slug="elsewhere")
-    receiver = Receiver()
+    _Receiver.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hooks"
     try:
         outcomes = {}
         for tenant in ("in-cluster", "elsewhere"):
-            delivery = WebhookDelivery.objects.create(tenant=tenant, event="job.done", url=receiver.url, payload={})
+            delivery = WebhookDelivery.objects.create(tenant=tenant, event="job.done", url=url, payload={})
             outcomes[tenant] = hooks.post(delivery, "{}", timezone.now())
         assert outcomes["in-cluster"].status_code == 200
         assert outcomes["elsewhere"].error_code == ErrorCode.WEBHOOK_ADDRESS_REFUSED
-        assert len(receiver.received) == 1, "only the tenant that allows loopback reached it"
+        assert len(_Receiver.received) == 1, "only the tenant that allows loopback reached it"
     finally:
-        receiver.close()
+        server.shutdown()
+        server.server_close()

@@ -23,10 +23,11 @@ from django.utils import timezone
 from apps.api.models import Tenant
 from apps.jobs.models import Job, StageEvent
 from ocrsite.vocabulary import ErrorCode
-from tests.conftest import dev_file, upload, wait_for_job
 from tests.hostile.corpus import inflating_text_pdf, text_pdf
-from tests.perimeter import key_client, new_key, queues_held, settle
-from tests.queues import QUEUES
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.perimeter import key_client, new_key, queues_held, settle
+from tests.support.queues import QUEUES
 from workers import budget, ingest
 from workers.engines import textlayer
 from workers.sweep import resend_lost_work
