@@ -21,6 +21,11 @@ BENCHMARKS = {
     "ingest": ("bench.ingest", "run", "ingest: 64 concurrent 1 MB uploads, product vs a framework-free reference"),
     "tables": ("bench.tables_teds", "run", "TEDS of the dev table pages, born-digital and rasterised"),
     "orientation": ("bench.orientation", "run", "scan orientation step: CPU-s per upright page, turns found"),
+    "page-budget": (
+        "bench.page_budget",
+        "run",
+        "PDF page reading in ingest's budgeted child vs in process; poison pages",
+    ),
     "cpu-knobs": ("bench.cpu_engine", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
 DEFAULT = ("cpu-engine", "text-layer", "pipeline", "ingest", "tables", "orientation")

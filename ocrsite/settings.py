@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from kombu import Queue as KombuQueue
 
 from ocrsite import catalogue
@@ -47,6 +48,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from our static files, not a CDN
     "rest_framework_api_key",  # before apps.api, whose admin hides the package's own key model
     "corsheaders",
     "axes",
@@ -70,6 +72,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Content-Security-Policy on every page (CONTENT_SECURITY_POLICY below).
+    "csp.middleware.CSPMiddleware",
     # Answers a locked-out admin login (django-axes); its docs want it after the others.
     "axes.middleware.AxesMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
@@ -203,6 +207,13 @@ OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # is bounded by the pod's limit).
 OCR_CLI_MMAP_THRESHOLD = env_int("OCR_CLI_MMAP_THRESHOLD", 2 * 1024 * 1024)
 OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
+# What one PDF page may cost ingest (workers/budget.py): CPU seconds and memory (MB, on top of the
+# worker's own) of the child process that reads it, characters of text it yields, and a wall-clock
+# backstop. Past any of them the job fails input:too-complex.
+OCR_PAGE_CPU_SECONDS = env_float("OCR_PAGE_CPU_SECONDS", 30.0)
+OCR_PAGE_MEMORY_MB = env_int("OCR_PAGE_MEMORY_MB", 1024)
+OCR_PAGE_MAX_CHARS = env_int("OCR_PAGE_MAX_CHARS", 200_000)
+OCR_PAGE_WALL_SECONDS = env_float("OCR_PAGE_WALL_SECONDS", 300.0)
 
 # --- GPU engines: PaddleOCR layout, vLLM recognition -----------------------------------------
 OCR_PADDLE_MODEL_DIR = env_str("OCR_PADDLE_MODEL_DIR", "")
@@ -251,6 +262,16 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("CELERY_WORKER_PREFETCH_MULTIPLIER", 1)
 CELERY_TASK_SOFT_TIME_LIMIT = OCR_TASK_SOFT_LIMIT
 CELERY_TASK_TIME_LIMIT = OCR_TASK_HARD_LIMIT
+# The job-wide stages have their own limits (soft, hard; at most the defaults above), so an operator
+# can bound how long one document holds a cpu slot: past its soft limit ingest fails input:too-complex.
+OCR_INGEST_SOFT_LIMIT = env_int("OCR_INGEST_SOFT_LIMIT", OCR_TASK_SOFT_LIMIT)
+OCR_INGEST_HARD_LIMIT = env_int("OCR_INGEST_HARD_LIMIT", min(OCR_INGEST_SOFT_LIMIT + 30, OCR_TASK_HARD_LIMIT))
+OCR_ASSEMBLY_SOFT_LIMIT = env_int("OCR_ASSEMBLY_SOFT_LIMIT", min(300, OCR_TASK_SOFT_LIMIT))
+OCR_ASSEMBLY_HARD_LIMIT = env_int("OCR_ASSEMBLY_HARD_LIMIT", min(OCR_ASSEMBLY_SOFT_LIMIT + 30, OCR_TASK_HARD_LIMIT))
+CELERY_TASK_ANNOTATIONS = {
+    TaskName.INGEST.value: {"soft_time_limit": OCR_INGEST_SOFT_LIMIT, "time_limit": OCR_INGEST_HARD_LIMIT},
+    TaskName.ASSEMBLE.value: {"soft_time_limit": OCR_ASSEMBLY_SOFT_LIMIT, "time_limit": OCR_ASSEMBLY_HARD_LIMIT},
+}
 # Redis re-delivers an unacked message after this; it must exceed the longest hard limit or a
 # running task would be handed to a second worker while the first still works on it.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": OCR_TASK_HARD_LIMIT * 2 + 60}
@@ -289,11 +310,13 @@ REST_FRAMEWORK = {
         # Integrators: per-client API keys, and OIDC bearer tokens when OIDC_ISSUER is set.
         "apps.api.auth.ApiKeyAuthentication",
         "apps.api.auth.OIDCAuthentication",
-        # Django users: the admin (session) and tests (token).
+        # Django users linked to a tenant (TenantUser): scripts and tests (token), the browsable
+        # API (session). Without the link a user is refused: usernames are not tenants.
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Authenticated *and* acting for a tenant: a Django user needs an explicit TenantUser link.
+    "DEFAULT_PERMISSION_CLASSES": ["apps.api.auth.ActsForTenant"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env_int("OCR_API_PAGE_SIZE", 50),
@@ -311,7 +334,38 @@ SPECTACULAR_SETTINGS = {
     # Separate request components, so an upload's `file` is `format: binary` (a file part), not
     # the `uri` its response form would be: generated clients and fuzzers then send real files.
     "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI from drf-spectacular-sidecar's pinned copy in our static files: no third-party
+    # script runs on the admin's origin.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
+# The console shows text taken from customers' documents: scripts only from our origin, images
+# only from it (a remote image would report who looked, and when), nothing framed or posted
+# elsewhere. Inline styles stay (the console's templates use them; they run no code).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env_int("OCR_PASSWORD_MIN_LENGTH", 12)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 
 # --- Perimeter: throttles, quotas, backpressure, identity, transport ---------------------------
 # The cache holds throttle windows, page quotas and admin-login lockouts: it must be shared by
@@ -328,8 +382,12 @@ OCR_RATE_SUBMISSIONS = env_str("OCR_RATE_SUBMISSIONS", "100/min")
 OCR_RATE_POLLS = env_str("OCR_RATE_POLLS", "1200/min")
 # Pages a tenant may submit per UTC day, counted at submit from the probe (0 = unlimited).
 OCR_QUOTA_PAGES_PER_DAY = env_int("OCR_QUOTA_PAGES_PER_DAY", 20_000)
-# New submissions get 503 while more pages than this wait for layout + OCR (0 = off).
+# While more pages than this wait for layout + OCR (0 = off), a tenant holding an equal share of it
+# or more (among tenants with pages waiting) gets 503 busy:backpressure; the others are admitted.
 OCR_BACKPRESSURE_PAGES = env_int("OCR_BACKPRESSURE_PAGES", 2_000)
+# The fraction of OCR_BACKPRESSURE_PAGES one tenant may have waiting even on an idle platform
+# (1 = no cap beyond the rule above); a tenant's own backlog_share (admin) overrides it.
+OCR_BACKLOG_SHARE = env_float("OCR_BACKLOG_SHARE", 1.0)
 OCR_BACKPRESSURE_RETRY_AFTER = env_int("OCR_BACKPRESSURE_RETRY_AFTER", 30)
 OCR_IDEMPOTENCY_HOURS = env_int("OCR_IDEMPOTENCY_HOURS", 24)
 

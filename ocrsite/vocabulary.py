@@ -81,6 +81,7 @@ class ErrorCode(StrEnum):
     INPUT_CORRUPT = "input:corrupt"
     INPUT_TOO_MANY_PAGES = "input:too-many-pages"
     INPUT_IMAGE_TOO_LARGE = "input:image-too-large"
+    INPUT_TOO_COMPLEX = "input:too-complex"  # a page cost more than its budget (CPU, memory, text) to read
     IDEMPOTENCY_CONFLICT = "idempotency:conflict"
     # Jobs and pages.
     JOB_NOT_FOUND = "job:not-found"
@@ -88,6 +89,7 @@ class ErrorCode(StrEnum):
     JOB_NOT_CANCELLABLE = "job:not-cancellable"
     JOB_CANCELLED = "job:cancelled"
     JOB_RESULT_PURGED = "job:result-purged"
+    JOB_STALLED = "job:stalled"  # ingest or assembly died or hung on every attempt
     PAGE_FAILED = "page:failed"
     PAGE_NO_IMAGE = "page:no-image"
     PAGE_BAD_IMAGE = "page:bad-image"  # its stored image cannot be decoded

@@ -26,7 +26,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from apps.api.models import TenantAPIKey
+from apps.api.models import Tenant, TenantAPIKey, TenantUser
 from tests.support.documents import ARTIFACTS, ROOT
 from tests.support.queues import Broker
 
@@ -187,6 +187,10 @@ def user(db):
 
 @pytest.fixture
 def api(user) -> APIClient:
+    """A client for ``user``, linked on purpose to a tenant of the same name (usernames alone are
+    not tenants: see apps.api.auth), so ``Job.tenant == user.username`` for its jobs."""
+    tenant, _ = Tenant.objects.get_or_create(slug=user.username)
+    TenantUser.objects.get_or_create(user=user, defaults={"tenant": tenant})
     client = APIClient()
     token, _ = Token.objects.get_or_create(user=user)
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")

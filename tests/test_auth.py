@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.api.models import Tenant
 from apps.jobs.models import Job
 from tests.hostile.corpus import text_pdf
 from tests.support.jobs_api import upload, wait_for_job
@@ -178,7 +179,7 @@ def test_tenants_see_only_their_own_jobs_on_every_endpoint(settled, oidc, api, u
         assert client.get(f"/api/v1/jobs/{ids['done']}/result").status_code == 200
         assert client.get(f"/api/v1/jobs/{b_job}").status_code == 404
     assert a_jwt.delete(f"/api/v1/jobs/{ids['active']}").status_code == 202
-    # The Django token user is its own tenant (its username).
+    # The Django token user acts for the tenant it was linked to (the fixture names it as the user).
     mine = upload(api, None, name="c.pdf", data=text_pdf("tenant c"))
     assert Job.objects.get(pk=mine.json()["id"]).tenant == user.username
     assert wait_for_job(b_jwt, b_job)["status"] == "done"
@@ -212,6 +213,7 @@ def test_api_key_is_stored_hashed_and_shown_by_prefix(admin_client):
     page = admin_client.get("/admin/api/tenantapikey/").content.decode()
     assert prefix in page and secret not in page
     # Created in the admin: the key is shown once, in the message after saving.
+    Tenant.objects.create(slug="admin-made")  # a key names a tenant that exists
     resp = admin_client.post(
         "/admin/api/tenantapikey/add/", {"name": "from admin", "tenant": "admin-made"}, follow=True
     )

@@ -17,24 +17,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.jobs import enqueue, services, states
-from apps.jobs.documents import (
-    InputError,
-    encode_png,
-    load_image_frame,
-    open_pdf,
-    render_pdf_page,
-    upright_scan,
-)
+from apps.jobs.documents import InputError, encode_png, load_image_frame, upright_scan
 from apps.jobs.models import Job, Page, StageEvent
 from ocrsite.celery import app
-from ocrsite.vocabulary import TaskName
-from workers import engine_setup
+from ocrsite.vocabulary import ErrorCode, TaskName
+from workers import budget, engine_setup
 from workers.engines import textlayer
 from workers.regions import write_regions
 from workers.retry import PipelineTask
@@ -62,12 +56,23 @@ def split_document(job_id: str) -> None:
             job.refresh_from_db()
             if job.status != Job.Status.RUNNING:
                 return  # cancelled, finished, or already past ingest
+        # A delivery with pages left to make draws on the job's ingest attempts (a late duplicate
+        # that finds them all made does not); past the cap the job fails job:stalled.
+        if job.pages.count() < job.page_count and not budget.claim_attempt(job_id, "ingest"):
+            return
         started = timezone.now()
         try:
             with default_storage.open(job.source.name, "rb") as fh:
                 data = fh.read()
             waiting, created = _split_pages(job, data)
-        except InputError as exc:
+        except SoftTimeLimitExceeded:
+            limit = settings.OCR_INGEST_SOFT_LIMIT
+            exc = InputError(ErrorCode.INPUT_TOO_COMPLEX, f"the document took longer than {limit} s to split")
+        except InputError as caught:
+            exc = caught
+        else:
+            exc = None
+        if exc is not None:
             services.record(job_id, "ingest", started=started, outcome="failed", error_code=exc.code)
             services.fail_job(job_id, exc.code, exc.message)
             return
@@ -116,21 +121,34 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
     waiting: list[int] = []
     created = 0
     if job.kind == "pdf":
-        with open_pdf(data) as doc:
-            for index, pdf_page in enumerate(doc):
-                page = existing.get(index)
-                if page and page.status != Page.Status.QUEUED:
-                    continue  # finished, or already sent on by an earlier delivery
-                size_pt = (pdf_page.rect.width, pdf_page.rect.height)
-                if not force_ocr and textlayer.has_text_layer(pdf_page, settings.OCR_TEXT_LAYER_MIN_CHARS):
-                    _finish_text_page(job, index, pdf_page, dpi, size_pt)
-                    created += 1
-                    continue
-                if page is None or not page.image:
-                    image, used_dpi = render_pdf_page(pdf_page, dpi, settings.OCR_MAX_IMAGE_PIXELS)
-                    page = _store_page_image(job, index, image, used_dpi, size_pt)
-                    created += 1
+        # Each page is read under its budget in a child process (workers/budget.py): a page that
+        # asks for more ends the job as input:too-complex instead of taking the worker with it.
+        unread = []
+        for index in range(job.page_count):
+            page = existing.get(index)
+            if page and page.status != Page.Status.QUEUED:
+                continue  # finished, or already sent on by an earlier delivery
+            if page is None or not page.image:
+                unread.append(index)
+            else:
                 waiting.append(page.pk)
+        request = budget.PageRequest(
+            dpi=dpi,
+            max_pixels=settings.OCR_MAX_IMAGE_PIXELS,
+            min_chars=settings.OCR_TEXT_LAYER_MIN_CHARS,
+            force_ocr=force_ocr,
+            text_layer=engine_setup.text_layer(),
+        )
+        for found in budget.read_pdf_pages(data, unread, request, page_budget()):
+            if isinstance(found, budget.TextPage):
+                _finish_text_page(job, found, dpi)
+            else:
+                waiting.append(
+                    _store_page(
+                        job, found.index, found.png, found.dpi, found.width, found.height, found.size_pt, found.rotation
+                    ).pk
+                )
+            created += 1
     else:
         for index in range(job.page_count):
             page = existing.get(index)
@@ -146,13 +164,29 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
     return waiting, created
 
 
+def page_budget() -> budget.PageBudget:
+    return budget.PageBudget(
+        cpu_s=settings.OCR_PAGE_CPU_SECONDS,
+        memory_bytes=settings.OCR_PAGE_MEMORY_MB * 1024 * 1024,
+        max_chars=settings.OCR_PAGE_MAX_CHARS,
+        wall_s=settings.OCR_PAGE_WALL_SECONDS,
+    )
+
+
 def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt) -> Page:
     # Layout and recognition read text upright only: a scan at 90, 180 or 270 degrees is
-    # stored turned back, so they and the console all see the upright page.
+    # stored turned back, so they and the console all see the upright page. (PDF pages are
+    # turned in ingest's budgeted child: workers/budget.py.)
     image, rotation = upright_scan(image, dpi)
     if rotation % 180:
         size_pt = (size_pt[1], size_pt[0])
-    name = services.save_bytes(f"pages/{job.pk}/{index:05d}.png", encode_png(image))
+    return _store_page(job, index, encode_png(image), dpi, image.shape[1], image.shape[0], size_pt, rotation)
+
+
+def _store_page(
+    job: Job, index: int, png: bytes, dpi: int, width: int, height: int, size_pt, rotation: int = 0
+) -> Page:
+    name = services.save_bytes(f"pages/{job.pk}/{index:05d}.png", png)
     page, _ = Page.objects.update_or_create(
         job=job,
         index=index,
@@ -160,8 +194,8 @@ def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt
             "image": name,
             "source": Page.Source.OCR,
             "status": Page.Status.QUEUED,
-            "width": image.shape[1],
-            "height": image.shape[0],
+            "width": width,
+            "height": height,
             "dpi": dpi,
             "width_pt": size_pt[0],
             "height_pt": size_pt[1],
@@ -171,9 +205,9 @@ def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt
     return page
 
 
-def _finish_text_page(job: Job, index: int, pdf_page, dpi: int, size_pt) -> None:
+def _finish_text_page(job: Job, found: budget.TextPage, dpi: int) -> None:
     started = time.perf_counter()
-    read = textlayer.read_page(pdf_page, dpi, engine_setup.text_layer())
+    index, size_pt, read = found.index, found.size_pt, found.read
     if not read.verdict.held:
         log.warning("page %d of job %s: %s", index + 1, job.pk, read.verdict.describe())
     # One transaction: a crash leaves no half-written text page for a redelivery to trip on.
@@ -195,5 +229,5 @@ def _finish_text_page(job: Job, index: int, pdf_page, dpi: int, size_pt) -> None
         )
         write_regions(page, read.regions, source=Page.Source.TEXT_LAYER, engine=textlayer.ENGINE_NAME)
         services.flag_job(job.pk, read.flags)
-        elapsed = int((time.perf_counter() - started) * 1000)
+        elapsed = found.read_ms + int((time.perf_counter() - started) * 1000)
         services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed)

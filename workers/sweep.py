@@ -20,6 +20,7 @@ from apps.jobs import enqueue, services, states
 from apps.jobs.models import Job, Page
 from ocrsite.celery import app
 from ocrsite.vocabulary import ErrorCode, TaskName
+from workers import budget
 from workers.retry import PipelineTask, policy
 
 BATCH = 1000  # rows per kind per sweep: a backlog drains over several sweeps, never in one query
@@ -70,6 +71,9 @@ def resend_lost_work() -> dict[str, int]:
         .values_list("pk", flat=True)[:BATCH]
     )
     assemble = list(jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:BATCH])
+    # Jobs whose stage died on every delivery fail job:stalled instead of being sent once more.
+    ingest = budget.within_attempts(ingest, "ingest")
+    assemble = budget.within_attempts(assemble, "assembly")
     for job_id in ingest:
         enqueue.ingest(job_id)
     for job_id in assemble:

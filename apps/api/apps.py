@@ -18,6 +18,11 @@ class ApiConfig(AppConfig):
         # a path that forgot the explicit check in apps/jobs/documents.py (probe).
         Image.MAX_IMAGE_PIXELS = settings.OCR_MAX_IMAGE_PIXELS
 
+        from apps.api.models import webhook_allow_nets
+        from apps.webhooks import egress
+
+        egress.tenant_allow_nets = webhook_allow_nets
+
         from apps.api.throttles import parse_rate
         from ocrsite.env import ConfigError
 

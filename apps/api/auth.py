@@ -6,7 +6,9 @@ Three kinds of credential reach the API (settings ``REST_FRAMEWORK`` lists them,
   a ``TenantAPIKey`` created and revoked in the admin; its ``tenant`` field names the tenant;
 - an OIDC bearer token (``Authorization: Bearer <jwt>``) signed by the configured issuer, checked
   against the issuer's JWKS; the claim named by ``OIDC_TENANT_CLAIM`` names the tenant;
-- a DRF token or a session, for Django users (the admin, tests); the username is the tenant.
+- a DRF token or a session, for Django users an operator linked to a tenant on purpose (a
+  ``TenantUser`` row). A user without that link acts for no tenant and is refused (403): a
+  username that happens to match a tenant's id grants nothing.
 
 Tenants share one namespace: an API key for tenant ``acme`` and a token whose claim says ``acme``
 see the same jobs. Every refusal is a 401 ``auth:invalid-credentials`` whose message says why.
@@ -27,9 +29,10 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from apps.api.models import TenantAPIKey
+from apps.api.models import TenantAPIKey, TenantUser
 from ocrsite.vocabulary import ErrorCode
 
 # Keys are "<prefix>.<secret>" from get_random_string (ASCII letters and digits). Anything else is
@@ -66,13 +69,27 @@ class Principal:
 
 
 def tenant_of(request: Request) -> str:
-    """The tenant a request acts for: the key's tenant, the token's tenant claim, or the username."""
+    """The tenant a request acts for: the key's tenant, the token's tenant claim, or the tenant a
+    Django user was linked to (``TenantUser``); "" for none."""
     user = request.user
     if user is None or not user.is_authenticated:
         return ""
     if isinstance(user, Principal):
         return user.tenant
-    return user.get_username()
+    cached = getattr(user, "_api_tenant", None)  # asked several times per request (throttles, views)
+    if cached is None:
+        link = TenantUser.objects.filter(user_id=user.pk).select_related("tenant").first()
+        cached = user._api_tenant = link.tenant.slug if link is not None else ""
+    return cached
+
+
+class ActsForTenant(BasePermission):
+    """Authenticated, and acting for a tenant: the API's default permission."""
+
+    message = "this account acts for no tenant (an operator links API users to a tenant)"
+
+    def has_permission(self, request: Request, view) -> bool:
+        return bool(request.user and request.user.is_authenticated and tenant_of(request))
 
 
 def actor_of(request: Request) -> str:

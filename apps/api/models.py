@@ -100,3 +100,9 @@ class TenantAPIKey(AbstractAPIKey):
         super().clean()
         if self.tenant and not Tenant.objects.filter(slug=self.tenant).exists():
             raise ValidationError({"tenant": f"no tenant {self.tenant!r}: create it first"})
+
+
+def webhook_allow_nets(tenant: str) -> list[str]:
+    """The tenant's own webhook networks (installed into apps.webhooks.egress at startup)."""
+    nets = Tenant.objects.filter(slug=tenant).values_list("webhook_allow_nets", flat=True).first() or ""
+    return [net.strip() for net in nets.split(",") if net.strip()]

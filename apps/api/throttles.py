@@ -1,4 +1,5 @@
-"""Per-tenant rate limits, the daily page quota, and backpressure: the door's spending controls.
+"""Per-tenant rate limits, the daily page quota, and each tenant's share of the backlog: the door's
+spending controls.
 
 Counters live in the shared Redis cache (settings ``CACHES``) so every web process sees the same
 numbers. Rates are fixed windows counted with Redis INCR: one atomic round trip per request, no
@@ -18,11 +19,12 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Sum
+from django.db.models import Count, Sum
 from rest_framework.throttling import BaseThrottle
 
 from apps.api.auth import tenant_of
 from apps.api.errors import ApiError
+from apps.api.models import Tenant
 from apps.jobs.documents import Probe
 from apps.jobs.models import Job, Page
 from apps.jobs.states import PAGE_WAITS_FOR
@@ -150,39 +152,83 @@ def charge_pages(tenant: str, pages: int) -> Callable[[], None] | None:
     return lambda: cache.decr(key, pages)
 
 
-def waiting_pages() -> int:
-    """Pages waiting for layout or recognition, from the database (the system of record).
+def waiting_by_tenant() -> dict[str, int]:
+    """Pages waiting for layout or recognition, per tenant, from the database (the system of record).
 
     Queued jobs count with their probed page_count (ingest has not split them yet); running jobs
     count their pages still waiting for layout (queued) or for recognition (detected). Broker
     list lengths would miss the first group and count messages, not pages (one layout message
-    carries OCR_LAYOUT_BATCH pages). Text-layer pages of queued jobs are counted too: an
-    overestimate that errs towards refusing.
+    carries OCR_LAYOUT_BATCH pages), and could not say whose they are. Text-layer pages of queued
+    jobs are counted too: an overestimate that errs towards refusing.
     """
-    queued = Job.objects.filter(status=Job.Status.QUEUED).aggregate(n=Sum("page_count"))["n"] or 0
-    split = Page.objects.filter(status__in=list(PAGE_WAITS_FOR), job__status=Job.Status.RUNNING).count()
-    return queued + split
+    waiting: dict[str, int] = {}
+    queued = Job.objects.filter(status=Job.Status.QUEUED).values("tenant").annotate(n=Sum("page_count"))
+    split = (
+        Page.objects.filter(status__in=list(PAGE_WAITS_FOR), job__status=Job.Status.RUNNING)
+        .values("job__tenant")
+        .annotate(n=Count("pk"))
+    )
+    for row in queued:
+        waiting[row["tenant"]] = waiting.get(row["tenant"], 0) + (row["n"] or 0)
+    for row in split:
+        waiting[row["job__tenant"]] = waiting.get(row["job__tenant"], 0) + row["n"]
+    return waiting
 
 
-def check_backpressure() -> None:
+def waiting_pages() -> int:
+    """All tenants' waiting pages (for operators and tests)."""
+    return sum(waiting_by_tenant().values())
+
+
+def check_backpressure(tenant: str, pages: int) -> None:
+    """Refuse the tenant that is over its share of the backlog, never the others.
+
+    - A tenant with a ``backlog_share`` (or OCR_BACKLOG_SHARE below 1) may have at most that
+      fraction of OCR_BACKPRESSURE_PAGES waiting, busy platform or not.
+    - Once more than OCR_BACKPRESSURE_PAGES wait in all, a tenant is refused only while it holds
+      at least an equal share of that threshold among the tenants with pages waiting (itself
+      included): the tenant that filled the queue waits, a tenant with little or nothing waiting
+      is still admitted. Overshoot is bounded: tenants under their equal share hold less than
+      the threshold between them.
+
+    The refusal speaks of the caller's own pages only, never of the platform's queue.
+    """
     threshold = settings.OCR_BACKPRESSURE_PAGES
     if threshold <= 0:
         return
-    waiting = waiting_pages()
-    if waiting > threshold:
-        raise ApiError(
-            503,
-            ErrorCode.BUSY_BACKPRESSURE,
-            f"{waiting} pages are waiting for OCR (the limit is {threshold}); retry later",
-            headers={"Retry-After": str(settings.OCR_BACKPRESSURE_RETRY_AFTER)},
-        )
+    waiting = waiting_by_tenant()
+    mine = waiting.get(tenant, 0)
+    share = tenant_backlog_share(tenant)
+    if share < 1.0 and mine + pages > (cap := math.floor(share * threshold)):
+        _refuse(f"this tenant has {mine} pages waiting for OCR and may have at most {cap}; retry later")
+    total = sum(waiting.values())
+    if total > threshold:
+        busy_tenants = len(waiting.keys() | {tenant})
+        if mine >= threshold / busy_tenants:
+            _refuse(
+                f"this tenant has {mine} pages waiting for OCR, its full share while the platform is busy; retry later"
+            )
+
+
+def tenant_backlog_share(tenant: str) -> float:
+    override = Tenant.objects.filter(slug=tenant).values_list("backlog_share", flat=True).first()
+    return settings.OCR_BACKLOG_SHARE if override is None else override
+
+
+def _refuse(message: str) -> None:
+    raise ApiError(
+        503,
+        ErrorCode.BUSY_BACKPRESSURE,
+        message,
+        headers={"Retry-After": str(settings.OCR_BACKPRESSURE_RETRY_AFTER)},
+    )
 
 
 def admission(tenant: str) -> Callable[[Probe], Callable[[], None] | None]:
-    """The ``admit`` hook for services.submit: backpressure first (it refuses everyone), then quota."""
+    """The ``admit`` hook for services.submit: the tenant's share of the backlog, then its quota."""
 
     def admit(found: Probe) -> Callable[[], None] | None:
-        check_backpressure()
+        check_backpressure(tenant, found.page_count)
         return charge_pages(tenant, found.page_count)
 
     return admit

@@ -136,7 +136,9 @@ def _thumbnail(data: bytes, width: int) -> bytes:
 
 # --- results -----------------------------------------------------------------------------------
 
-_markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
+# Images and links in a document's text stay text: an image would be fetched by the operator's
+# browser (telling its owner who looked, and when) and a link invites a click out of the console.
+_markdown = MarkdownIt("commonmark", {"html": False}).enable("table").disable(["image", "link", "autolink"])
 
 
 def read_result(job: Job, fmt: str, limit: int = RESULT_PREVIEW_BYTES) -> tuple[str, bool] | None:
@@ -153,7 +155,7 @@ def read_result(job: Job, fmt: str, limit: int = RESULT_PREVIEW_BYTES) -> tuple[
 
 
 def render_markdown(text: str) -> str:
-    """HTML from OCR output: raw HTML in the text is escaped, never passed through."""
+    """HTML from OCR output: raw HTML is escaped, images and links are shown as their text."""
     return _markdown.render(text)
 
 

@@ -48,6 +48,10 @@ class Job(models.Model):
     # What any page of the job had to give up (``Page.flags``), gathered so the console and
     # /metrics find such jobs without reading pages.
     flags = models.JSONField(default=list, blank=True)
+    # Deliveries of the job-wide stages, claimed by compare-and-set as pages count theirs: a document
+    # that kills its worker every time fails job:stalled at OCR_MAX_ATTEMPTS (workers/budget.py).
+    ingest_attempts = models.PositiveSmallIntegerField(default=0)
+    assembly_attempts = models.PositiveSmallIntegerField(default=0)
 
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_message = models.TextField(blank=True, default="")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import httpcore
 import httpx
@@ -33,16 +33,48 @@ class ResolveFailed(Exception):
     pass
 
 
+# Extra networks one tenant's callbacks may reach (its Tenant.webhook_allow_nets): looked up by the
+# layer that knows tenants, which installs the lookup at startup (apps.api's AppConfig.ready).
+def _no_tenant_nets(tenant: str) -> list[str]:
+    return []
+
+
+tenant_allow_nets: Callable[[str], list[str]] = _no_tenant_nets
+
+
 def parse_nets(values: Iterable[str]) -> list[Network]:
     return [ipaddress.ip_network(v.strip(), strict=False) for v in values if v.strip()]
 
 
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052 well-known prefix: the last 32 bits are IPv4
+NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215 local-use prefix
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated ::a.b.c.d
+
+
+def carried_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries: a gateway or the host's own stack may deliver
+    a connection to them (mapped, compatible, NAT64, 6to4, Teredo's server and client)."""
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    carried = []
+    if ip.ipv4_mapped:
+        carried.append(ip.ipv4_mapped)
+    # :: and ::1 sit in ::/96 but are the unspecified and loopback addresses, judged as such.
+    if (ip in IPV4_COMPATIBLE and int(ip) > 1) or ip in NAT64 or ip in NAT64_LOCAL:
+        carried.append(low32)
+    if ip.sixtofour:
+        carried.append(ip.sixtofour)
+    if ip.teredo:
+        carried.extend(ip.teredo)
+    return carried
+
+
 def refused(address: str, allow: Sequence[Network]) -> bool:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
     if any(ip in net for net in allow):
         return False
+    if isinstance(ip, ipaddress.IPv6Address) and (carried := carried_ipv4(ip)):
+        # Judged by what it carries: 64:ff9b::a9fe:a9fe is the metadata service behind NAT64.
+        return any(refused(str(v4), allow) for v4 in carried)
     # is_global is False for loopback, RFC 1918, link-local (169.254.169.254, the cloud metadata
     # service), CGNAT (100.64/10, Alibaba's metadata), ULA (fd00:ec2::254), reserved, unspecified.
     return not ip.is_global or ip.is_multicast

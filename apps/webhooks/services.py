@@ -229,7 +229,9 @@ def post(delivery: WebhookDelivery, body: str, now: datetime) -> Outcome:
     timeout = settings.OCR_WEBHOOK_TIMEOUT_S
     cap = settings.OCR_WEBHOOK_MAX_RESPONSE_BYTES
     deadline = time.monotonic() + timeout
-    allow = egress.parse_nets(settings.OCR_WEBHOOK_ALLOW_NETS)
+    # The platform's allowed networks, and this tenant's own: one tenant's in-cluster receiver
+    # never opens that network to the others.
+    allow = egress.parse_nets([*settings.OCR_WEBHOOK_ALLOW_NETS, *egress.tenant_allow_nets(delivery.tenant)])
     try:
         with (
             egress.guarded_client(allow, timeout) as client,

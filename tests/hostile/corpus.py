@@ -79,6 +79,18 @@ def text_pdf(
     return doc.tobytes(no_new_id=True)
 
 
+def inflating_text_pdf(stream_mb: float) -> bytes:
+    """One page whose content stream inflates to ``stream_mb`` MB of text operators (a 15 MB stream
+    is a ~45 KB file, 64 MB ~200 KB): small at the door, ruinous to extract without a budget."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 72), "x")  # gives the page a font resource the operators can name
+    font = page.get_fonts()[0][4]
+    unit = f"BT /{font} 1 Tf 10 10 Td (AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA) Tj ET\n".encode()
+    doc.update_stream(page.get_contents()[0], unit * int(stream_mb * 1024 * 1024 / len(unit)), compress=True)
+    return doc.tobytes(garbage=3, deflate=True)
+
+
 def text_png(text: str = "POLYGLOT PNG TEXT", size: tuple[int, int] = (480, 120)) -> bytes:
     image = Image.new("L", size, 255)
     ImageDraw.Draw(image).text((20, 40), text, fill=0, font_size=36)

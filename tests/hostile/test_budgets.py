@@ -1,0 +1,185 @@
+"""Bounded cost per document: a poison PDF costs its budget once, then fails; it never loops and
+never holds up another tenant.
+
+The poison files are built here (``corpus.inflating_text_pdf``): one page whose ~45 KB / ~200 KB
+compressed content stream inflates to 15 MB / 64 MB of text operators. Without a budget the
+first kept ``manage.py ocr`` busy for minutes and the second took extraction to ~3.8 GB; a killed
+worker got the message back and ingest, having no attempt cap, sent it again forever.
+
+Everything is real: the page reader forks a real child under real rlimits, the pipeline test
+runs a real worker process on Redis and PostgreSQL, the sweep test reads the real Redis lists.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pymupdf
+import pytest
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.utils import timezone
+
+from apps.api.models import Tenant
+from apps.jobs.models import Job, StageEvent
+from ocrsite.vocabulary import ErrorCode
+from tests.hostile.corpus import inflating_text_pdf, text_pdf
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.perimeter import key_client, new_key, queues_held, settle
+from tests.support.queues import QUEUES
+from workers import budget, ingest
+from workers.engines import textlayer
+from workers.sweep import resend_lost_work
+
+REQUEST = budget.PageRequest(
+    dpi=200, max_pixels=60_000_000, min_chars=32, force_ocr=False, text_layer=textlayer.TextLayerConfig()
+)
+
+
+@pytest.fixture(scope="module")
+def poison15() -> bytes:
+    return inflating_text_pdf(15)
+
+
+@pytest.fixture(scope="module")
+def poison64() -> bytes:
+    return inflating_text_pdf(64)
+
+
+def _read(data: bytes, page_budget: budget.PageBudget) -> list:
+    pages = pymupdf.open(stream=data, filetype="pdf").page_count
+    return list(budget.read_pdf_pages(data, list(range(pages)), REQUEST, page_budget))
+
+
+# --- the page reader, in this process ----------------------------------------------------------
+
+
+def test_the_files_are_small_at_the_door(poison15, poison64):
+    assert len(poison15) < 64 * 1024 and len(poison64) < 256 * 1024
+
+
+def test_a_page_past_its_cpu_budget_is_too_complex(poison15):
+    with pytest.raises(budget.InputError) as failed:
+        _read(poison15, budget.PageBudget(cpu_s=0.5, memory_bytes=8 << 30))
+    assert failed.value.code == ErrorCode.INPUT_TOO_COMPLEX
+    assert "page 1" in failed.value.message and "CPU time" in failed.value.message
+
+
+def test_a_page_past_its_memory_budget_is_too_complex(poison64):
+    with pytest.raises(budget.InputError) as failed:
+        _read(poison64, budget.PageBudget(cpu_s=300, memory_bytes=256 << 20))
+    assert failed.value.code == ErrorCode.INPUT_TOO_COMPLEX
+    assert "memory" in failed.value.message
+
+
+def test_a_page_past_its_character_budget_is_too_complex():
+    with pytest.raises(budget.InputError) as failed:
+        _read(text_pdf(pages=2), budget.PageBudget(max_chars=20))
+    assert failed.value.code == ErrorCode.INPUT_TOO_COMPLEX
+    assert "characters" in failed.value.message
+
+
+def test_ordinary_pages_come_back_as_extracted_in_process():
+    data = dev_file("multi_page.pdf").read_bytes()
+    read = _read(data, budget.PageBudget())
+    doc = pymupdf.open(stream=data, filetype="pdf")
+    assert [p.index for p in read] == list(range(doc.page_count))
+    for page in read:
+        assert isinstance(page, budget.TextPage)
+        here = textlayer.extract(doc[page.index], REQUEST.dpi, REQUEST.text_layer)
+        assert [t.text for _, t in page.read.regions] == [t.text for _, t in here]
+        assert [b.bbox for b, _ in page.read.regions] == [b.bbox for b, _ in here]
+
+
+def test_pages_without_text_come_back_as_images():
+    data = dev_file("scanned_ocr_test.pdf").read_bytes()
+    (page,) = _read(data, budget.PageBudget())[:1]
+    assert isinstance(page, budget.ImagePage)
+    assert page.png.startswith(b"\x89PNG") and page.width > 0 and page.height > 0
+
+
+# --- the pipeline: real worker, two tenants ------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_poison_pdfs_fail_within_budget_while_another_tenant_finishes(start_worker, redis_client, poison15, poison64):
+    """Tenant A sends both poison files; tenant B's ordinary document, sent after them, is done."""
+    worker = start_worker(
+        queues="cpu,layout,ocr",
+        concurrency=2,
+        env={"OCR_PAGE_MEMORY_MB": "384", "OCR_PAGE_CPU_SECONDS": "20"},
+        name="budget",
+    )
+    try:
+        _, key_a = new_key("poisoner")
+        _, key_b = new_key("bystander")
+        a, b = key_client(key_a), key_client(key_b)
+        poisoned = [upload(a, None, name=f"poison{n}.pdf", data=data) for n, data in ((15, poison15), (64, poison64))]
+        assert [r.status_code for r in poisoned] == [202, 202], [r.content[:300] for r in poisoned]
+        ordinary = upload(b, None, name="ordinary.pdf", data=text_pdf("Bystander text survives."))
+        assert ordinary.status_code == 202, ordinary.content[:300]
+
+        done = wait_for_job(b, ordinary.json()["id"], timeout=240)
+        assert done["status"] == "done", (done, worker.tail())
+        assert b"Bystander text survives." in b.get(f"/api/v1/jobs/{done['id']}/result").content
+        for resp in poisoned:
+            body = wait_for_job(a, resp.json()["id"], timeout=240)
+            assert body["status"] == "failed", (body, worker.tail())
+            assert body["error"]["code"] == ErrorCode.INPUT_TOO_COMPLEX, body
+            job = Job.objects.get(pk=body["id"])
+            # Its budget was spent once: one ingest delivery, no redelivery, no loop.
+            assert job.ingest_attempts == 1
+            assert StageEvent.objects.filter(job=job, stage="ingest").count() == 1
+        assert worker.proc.poll() is None, "the worker survived both"
+    finally:
+        settle(redis_client)
+        worker.stop()
+
+
+# --- attempt caps on the job-wide stages ---------------------------------------------------------
+
+
+def _stale_job(status: str, **fields) -> Job:
+    Tenant.objects.get_or_create(slug="t")
+    job = Job.objects.create(
+        tenant="t", status=status, filename="x.pdf", kind="pdf", sha256="0" * 64, page_count=1, **fields
+    )
+    job.source.save(f"{job.pk}.pdf", ContentFile(text_pdf()), save=True)
+    stale = timezone.now() - timedelta(seconds=settings.OCR_STALE_AFTER + 60)
+    Job.objects.filter(pk=job.pk).update(updated_at=stale)
+    return job
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("status", "spent"),
+    [("running", {"ingest_attempts": 3}), ("assembling", {"assembly_attempts": 3})],
+)
+def test_the_sweep_fails_a_job_whose_stage_died_on_every_attempt(redis_client, settings, status, spent):
+    settings.OCR_MAX_ATTEMPTS = 3
+    job = _stale_job(status, **spent)
+    alive = _stale_job(status)  # same state, attempts left: sent again
+    with queues_held(redis_client):
+        redis_client.delete(*QUEUES)
+        counts = resend_lost_work()
+        sent = sum(redis_client.llen(q) for q in QUEUES)
+        redis_client.delete(*QUEUES)
+    job.refresh_from_db()
+    assert (job.status, job.error_code) == ("failed", ErrorCode.JOB_STALLED)
+    assert Job.objects.get(pk=alive.pk).status == status
+    assert counts["ingest" if status == "running" else "assemble"] == 1
+    assert sent == 1
+
+
+@pytest.mark.django_db
+def test_a_delivery_past_the_ingest_cap_fails_the_job_instead_of_splitting_it(settings):
+    settings.OCR_MAX_ATTEMPTS = 2
+    job = _stale_job("running", ingest_attempts=2)
+    ingest.split_document(str(job.pk))
+    job.refresh_from_db()
+    assert (job.status, job.error_code, job.pages.count()) == ("failed", ErrorCode.JOB_STALLED, 0)
+    fresh = _stale_job("queued")
+    ingest.split_document(str(fresh.pk))
+    fresh.refresh_from_db()
+    assert fresh.ingest_attempts == 1 and fresh.pages.count() == 1

@@ -1,0 +1,322 @@
+"""What a document may cost: each PDF page's CPU seconds, memory and characters in ingest, and
+the number of deliveries of the job-wide stages (ingest, assembly).
+
+A PDF's size says little about the work it asks for: a 40 KB file can hold a content stream that
+inflates to megabytes of text operators, and a small form drawn a million times costs the same
+without any large stream at all. Checking stream lengths before extraction misses the second
+kind, so the budget is enforced where the work happens instead: the pages of a document are read
+(text layer, or rendered to an image) in a forked child process whose address space is capped
+(``RLIMIT_AS``) and whose CPU time per page is capped (``ITIMER_PROF``, whose default action ends
+the process). A child that dies or overruns costs its budget once and ends the job with
+``input:too-complex``; the worker process itself, its database connection and the other
+tenants' messages behind it are untouched.
+
+A worker can still die in a job-wide stage (the pod's memory limit, a hard time limit, a crash in
+a library): the message comes back (acks_late + reject_on_worker_lost) and would come back
+forever. So each delivery of ingest or assembly claims an attempt on the job row by
+compare-and-set, as page stages do on theirs, and the delivery (or the sweep) that finds the
+attempts spent fails the job with ``job:stalled``.
+
+The child never touches the database or storage: it hands each page back through a pipe, and the
+caller (``workers.ingest``) writes it. It leaves with ``os._exit`` so that nothing inherited (the
+database socket above all) is closed or flushed on the parent's behalf.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pickle
+import resource
+import select
+import signal
+import struct
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F
+
+from apps.jobs import services
+from apps.jobs.documents import InputError, encode_png, open_pdf, render_pdf_page, upright_scan
+from apps.jobs.models import Job
+from ocrsite.vocabulary import ErrorCode
+from workers.engines import textlayer
+
+_HEADER = struct.Struct("!Q")
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# The job's attempt counter for each job-wide stage.
+STAGE_ATTEMPTS = {"ingest": "ingest_attempts", "assembly": "assembly_attempts"}
+
+
+def max_attempts() -> int:
+    return max(1, settings.OCR_MAX_ATTEMPTS)
+
+
+def claim_attempt(job_id, stage: str) -> bool:
+    """Count one more delivery of ``stage`` on the job; False, with the job failed, once spent."""
+    field = STAGE_ATTEMPTS[stage]
+    cap = max_attempts()
+    if Job.objects.filter(pk=job_id, **{f"{field}__lt": cap}).update(**{field: F(field) + 1}):
+        return True
+    fail_stalled(job_id, stage)
+    return False
+
+
+def within_attempts(job_ids: Sequence, stage: str) -> list:
+    """The jobs of ``job_ids`` that may have ``stage`` again; the others are failed as stalled."""
+    field = STAGE_ATTEMPTS[stage]
+    spent = set(Job.objects.filter(pk__in=job_ids, **{f"{field}__gte": max_attempts()}).values_list("pk", flat=True))
+    for job_id in spent:
+        fail_stalled(job_id, stage)
+    return [job_id for job_id in job_ids if job_id not in spent]
+
+
+def fail_stalled(job_id, stage: str) -> None:
+    cap = max_attempts()
+    services.fail_job(job_id, ErrorCode.JOB_STALLED, f"{stage} did not finish in {cap} attempts (each died or hung)")
+
+
+@dataclass(frozen=True)
+class PageBudget:
+    """Limits on one page's work in ingest (settings ``OCR_PAGE_*``)."""
+
+    cpu_s: float = 30.0
+    memory_bytes: int = 1024 * 1024 * 1024
+    max_chars: int = 200_000
+    # The wall-clock wait for one page, a backstop for a child that sleeps or blocks rather than
+    # computes (the CPU timer does not tick then). Generous: a busy machine is not the page's fault.
+    wall_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class TextPage:
+    """A page read from its text layer."""
+
+    index: int
+    size_pt: tuple[float, float]
+    read: textlayer.TextLayerPage
+    read_ms: int
+
+
+@dataclass(frozen=True)
+class ImagePage:
+    """A page without a usable text layer, rendered for OCR (PNG bytes)."""
+
+    index: int
+    size_pt: tuple[float, float]
+    png: bytes
+    dpi: int
+    width: int
+    height: int
+    rotation: int = 0  # the clockwise turn the scan stood at; the PNG is upright
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    """What ingest wants of each page: the text layer when it has one, else (or if forced) an image."""
+
+    dpi: int
+    max_pixels: int
+    min_chars: int
+    force_ocr: bool
+    text_layer: textlayer.TextLayerConfig
+
+
+def read_pdf_pages(
+    data: bytes, indices: Sequence[int], request: PageRequest, budget: PageBudget
+) -> Iterator[TextPage | ImagePage]:
+    """The pages ``indices`` of the PDF ``data``, in that order, each read within ``budget``.
+
+    Raises ``InputError`` with ``input:too-complex`` for the first page that exceeds its budget,
+    or with the code the page's own reading raised (an image past the pixel cap, say).
+    """
+    if not indices:
+        return
+    yield from _in_child(lambda send: _read_pages(data, indices, request, budget, send), budget)
+
+
+def _read_pages(data: bytes, indices: Sequence[int], request: PageRequest, budget: PageBudget, send) -> None:
+    with open_pdf(data) as doc:
+        for index in indices:
+            # Re-armed per page: each page gets its own CPU seconds, whatever the ones before used.
+            signal.setitimer(signal.ITIMER_PROF, budget.cpu_s)
+            page = doc[index]
+            send(("page", index))
+            started = time.perf_counter()
+            size_pt = (page.rect.width, page.rect.height)
+            if not request.force_ocr and textlayer.has_text_layer(page, request.min_chars):
+                read = textlayer.read_page(page, request.dpi, request.text_layer)
+                chars = sum(len(text.text) for _, text in read.regions)
+                if chars > budget.max_chars:
+                    raise InputError(
+                        ErrorCode.INPUT_TOO_COMPLEX,
+                        f"page {index + 1} holds {chars} characters of text; the limit is {budget.max_chars}",
+                    )
+                send(TextPage(index, size_pt, read, int((time.perf_counter() - started) * 1000)))
+                continue
+            image, used_dpi = render_pdf_page(page, request.dpi, request.max_pixels)
+            # Turned upright here, under the page's budget: layout, recognition and the console
+            # all read the upright page.
+            image, rotation = upright_scan(image, used_dpi)
+            if rotation % 180:
+                size_pt = (size_pt[1], size_pt[0])
+            send(ImagePage(index, size_pt, encode_png(image), used_dpi, image.shape[1], image.shape[0], rotation))
+        signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+def _in_child(work: Callable[[Callable[[Any], None]], None], budget: PageBudget) -> Iterator[Any]:
+    """Run ``work(send)`` in a forked child under ``budget``; yield what it sends, in order.
+
+    The child announces each page (``("page", index)``) before reading it, so when it dies the
+    parent knows which page killed it.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_fd)
+        code = 0
+        try:
+            _limit_child(budget)
+            with os.fdopen(write_fd, "wb") as out:
+
+                def send(item: Any) -> None:
+                    blob = pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
+                    out.write(_HEADER.pack(len(blob)) + blob)
+                    out.flush()
+
+                try:
+                    work(send)
+                    send(("end",))
+                except InputError as exc:
+                    send(("input-error", exc.code, exc.message))
+                except MemoryError:
+                    send(("too-complex", "more memory than its budget"))
+                except Exception as exc:
+                    if _out_of_memory(exc):  # MuPDF's own allocation failure, raised as its error type
+                        send(("too-complex", "more memory than its budget"))
+                    else:  # reported to the parent, which raises it as its own
+                        send(("error", f"{type(exc).__name__}: {exc}"))
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+
+    os.close(write_fd)
+    page: int | None = None
+    reader = _Reader(read_fd, budget.wall_s)
+    try:
+        while True:
+            try:
+                item = reader.next()
+            except TimeoutError:
+                raise _too_complex(page, f"no answer in {budget.wall_s:.0f} s") from None
+            if item is None:  # the child died (CPU timer, memory, a crash in the C library)
+                raise _too_complex(page, f"its reading was stopped ({_exit_reason(pid)})")
+            if isinstance(item, tuple):
+                kind = item[0]
+                if kind == "page":
+                    page = item[1]
+                elif kind == "end":
+                    return
+                elif kind == "input-error":
+                    raise InputError(item[1], item[2])
+                elif kind == "too-complex":
+                    raise _too_complex(page, item[1])
+                else:
+                    raise RuntimeError(f"reading page {page} failed: {item[1]}")
+            else:
+                yield item
+    finally:
+        reader.close()
+        _reap(pid)
+
+
+class _Reader:
+    """Length-prefixed pickles from the child's pipe, each awaited at most ``wall_s``."""
+
+    def __init__(self, fd: int, wall_s: float) -> None:
+        self.fd = fd
+        self.wall_s = wall_s
+
+    def next(self) -> Any:
+        header = self._exactly(_HEADER.size)
+        if header is None:
+            return None
+        blob = self._exactly(_HEADER.unpack(header)[0])
+        return None if blob is None else pickle.loads(blob)
+
+    def _exactly(self, n: int) -> bytes | None:
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + self.wall_s
+        while n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                raise TimeoutError("the page reader sent nothing within its wall-clock budget")
+            chunk = os.read(self.fd, min(n, 1 << 20))
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _limit_child(budget: PageBudget) -> None:
+    # The default action of SIGPROF ends the process: no handler can be postponed by C code.
+    signal.signal(signal.SIGPROF, signal.SIG_DFL)
+    # If the worker dies (a hard time limit, the pod's memory limit), its reader goes with it.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    # The child starts as a copy of the worker (interpreter, engines, libraries): its budget is
+    # on top of what it already maps.
+    mapped = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    cap = mapped + budget.memory_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _out_of_memory(exc: BaseException | None) -> bool:
+    """An allocation failure, however the C library reported it (MuPDF's own error type, or a
+    SystemError wrapping the MemoryError a binding raised while returning a result)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        text = f"{type(exc).__name__} {exc}".lower()
+        if isinstance(exc, MemoryError) or "memory" in text or "alloc (" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _too_complex(page: int | None, why: str) -> InputError:
+    where = f"page {page + 1}" if page is not None else "the document"
+    return InputError(ErrorCode.INPUT_TOO_COMPLEX, f"{where} costs more than its budget to read: {why}")
+
+
+def _exit_reason(pid: int) -> str:
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return "gone"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return "CPU time" if sig == signal.SIGPROF else signal.Signals(sig).name
+    return f"exit {os.WEXITSTATUS(status)}"
+
+
+def _reap(pid: int) -> None:
+    """The child is gone when this returns: killed if it still runs (the parent stopped early)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
