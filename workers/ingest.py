@@ -11,9 +11,11 @@ still waiting to be sent on); two deliveries at once are kept apart by a per-job
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -22,7 +24,7 @@ from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.jobs import enqueue, services, states
+from apps.jobs import enqueue, page_ranges, services, states
 from apps.jobs.documents import (
     InputError,
     encode_png,
@@ -44,6 +46,7 @@ log = logging.getLogger(__name__)
 
 # Scans without a DPI tag: the common scanner default.
 DEFAULT_SCAN_DPI = 300
+SPOOL_CHUNK = 1 << 20
 
 
 @app.task(base=PipelineTask, name=TaskName.INGEST.value)
@@ -64,10 +67,10 @@ def split_document(job_id: str) -> None:
             if job.status != Job.Status.RUNNING:
                 return  # cancelled, finished, or already past ingest
         started = timezone.now()
+        send_on = _sender(job)
         try:
-            with default_storage.open(job.source.name, "rb") as fh:
-                data = fh.read()
-            waiting, created = _split_pages(job, data)
+            with local_copy(job.source.name) as path:
+                waiting, created = _split_pages(job, path, send_on)
         except InputError as exc:
             services.record(job_id, "ingest", started=started, outcome="failed", error_code=exc.code)
             services.fail_job(job_id, exc.code, exc.message)
@@ -75,13 +78,38 @@ def split_document(job_id: str) -> None:
         # A late duplicate that only re-sends waiting pages leaves no second event.
         if created or not StageEvent.objects.filter(job_id=job_id, stage="ingest").exists():
             services.record(job_id, "ingest", started=started, detail={"ocr_pages": len(waiting)})
-    if not waiting:
-        return
+
+
+def _sender(job: Job) -> Callable[[int], None]:
+    """Sends one stored page on to its next stage, as soon as the page's row is committed, so
+    layout and recognition start on the first pages while ingest renders the rest."""
     if engine_setup.for_job(job.engine).needs_layout:
-        transaction.on_commit(lambda: enqueue.detect_layout(waiting))
-    else:
-        ready = [pid for pid in waiting if services.move_page(pid, states.SKIP_LAYOUT)]
-        transaction.on_commit(lambda: enqueue.recognize(ready))
+        return lambda page_id: transaction.on_commit(lambda: enqueue.detect_layout([page_id]))
+
+    def skip_layout(page_id: int) -> None:
+        if services.move_page(page_id, states.SKIP_LAYOUT):
+            transaction.on_commit(lambda: enqueue.recognize([page_id]))
+
+    return skip_layout
+
+
+@contextmanager
+def local_copy(name: str) -> Iterator[str]:
+    """A path to the stored document that MuPDF and Pillow can read page by page.
+
+    Local storage gives its own file; remote storage (S3, Azure) is spooled to a temporary file
+    in chunks, so the document is never held whole in memory.
+    """
+    try:
+        yield default_storage.path(name)
+        return
+    except NotImplementedError:
+        pass  # no local path: a remote backend
+    with tempfile.NamedTemporaryFile(prefix="ocr-ingest-", suffix=".bin") as spool:
+        with default_storage.open(name, "rb") as fh:
+            shutil.copyfileobj(fh, spool, SPOOL_CHUNK)
+        spool.flush()
+        yield spool.name
 
 
 @contextmanager
@@ -109,16 +137,22 @@ def ingest_lock(job_id: str) -> Iterator[bool]:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
-def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
-    """Ids of the pages that wait for layout, and how many pages this call created."""
+def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[list[int], int]:
+    """Ids of the pages sent on to layout, and how many pages this call created.
+
+    One page at a time: rendered, stored, committed and sent on before the next is touched, so
+    memory holds one page image and the first pages are being read while the last are rendered.
+    """
     existing = {p.index: p for p in job.pages.all()}
     force_ocr = job.options.get("ocr") == "force"
+    spec = job.options.get("pages")
     dpi = settings.OCR_DPI
     waiting: list[int] = []
     created = 0
     if job.kind == "pdf":
-        with open_pdf(data) as doc:
-            for index, pdf_page in enumerate(doc):
+        with open_pdf(path) as doc:
+            for index in page_ranges.indices(spec) if spec else range(doc.page_count):
+                pdf_page = doc[index]
                 page = existing.get(index)
                 if page and page.status != Page.Status.QUEUED:
                     continue  # finished, or already sent on by an earlier delivery
@@ -134,18 +168,20 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
                     page = _store_page_image(job, index, image, used_dpi, size_pt)
                     created += 1
                 waiting.append(page.pk)
+                send_on(page.pk)
     else:
-        for index in range(job.page_count):
+        for index in page_ranges.indices(spec) if spec else range(job.page_count):
             page = existing.get(index)
             if page and page.status != Page.Status.QUEUED:
                 continue
             if page is None or not page.image:
-                image, img_dpi = load_image_frame(data, index, settings.OCR_MAX_IMAGE_PIXELS)
+                image, img_dpi = load_image_frame(path, index, settings.OCR_MAX_IMAGE_PIXELS)
                 img_dpi = img_dpi or DEFAULT_SCAN_DPI
                 size_pt = (image.shape[1] * 72 / img_dpi, image.shape[0] * 72 / img_dpi)
                 page = _store_page_image(job, index, image, img_dpi, size_pt)
                 created += 1
             waiting.append(page.pk)
+            send_on(page.pk)
     return waiting, created
 
 
