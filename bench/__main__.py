@@ -20,6 +20,7 @@ BENCHMARKS = {
     "p1": ("bench.p1", "run", "pages/s through REST + Celery + Redis vs direct engine calls"),
     "p4": ("bench.p4", "run", "ingest: 64 concurrent 1 MB uploads, product vs a framework-free reference"),
     "tables": ("bench.tables_teds", "run", "TEDS of the dev table pages, born-digital and rasterised"),
+    "bigdocs": ("bench.bigdocs", "run", "2,000-page born-digital and 300-page scanned PDFs: RSS, first page, pages/s"),
     "p2tune": ("bench.p2", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
 DEFAULT = ("p2", "p3", "p1", "p4", "tables")
