@@ -26,6 +26,7 @@ from django.test import override_settings as settings_override
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.api.models import Tenant, TenantAPIKey
 from apps.jobs.models import DirectUpload, Job
 from tests.conftest import ROOT, dev_file
 from tests.test_storage_azure import CONTAINER, azurite  # noqa: F401 (fixture)
@@ -64,13 +65,17 @@ def _azure_storage(conn: str) -> dict:
 
 
 @pytest.fixture
-def other_api(django_user_model) -> APIClient:
-    """A second tenant (each Django user is its own tenant)."""
-    from rest_framework.authtoken.models import Token
+def other_tenant(db) -> str:
+    Tenant.objects.get_or_create(slug="other-tenant")
+    return "other-tenant"
 
-    user = django_user_model.objects.create_user(username="other-tenant", password="pw")
+
+@pytest.fixture
+def other_api(other_tenant) -> APIClient:
+    """A second tenant, through an API key of its own."""
+    _, key = TenantAPIKey.objects.create_key(name=other_tenant, tenant=other_tenant)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {key}")
     return client
 
 
@@ -139,7 +144,7 @@ def _refusals_at_job_creation(api: APIClient, other_api: APIClient) -> None:
 
 
 @pytest.mark.django_db
-def test_s3_presigned_post_is_bound_to_key_size_type_and_expiry(api, other_api, s3_endpoint):  # noqa: F811
+def test_s3_presigned_post_is_bound_to_key_size_type_and_expiry(api, other_api, other_tenant, s3_endpoint):  # noqa: F811
     data = PDF.read_bytes()
     with settings_override(STORAGES=_s3_storage(s3_endpoint), OCR_UPLOAD_URL_SECONDS=600):
         slot = _slot(api, len(data))
@@ -160,10 +165,17 @@ def test_s3_presigned_post_is_bound_to_key_size_type_and_expiry(api, other_api, 
 
         _refusals_at_job_creation(api, other_api)
 
-        # Over the tenant's limit: no slot at all.
+        # Over the limit: no slot at all. The platform's default, then the tenant's own override.
         with settings_override(OCR_MAX_DOCUMENT_BYTES=1000):
             resp = api.post("/api/v1/uploads", {"size": 1001, "content_type": "application/pdf"}, format="json")
             assert resp.status_code == 413 and _code(resp) == "input:too-large"
+        Tenant.objects.update_or_create(slug=other_tenant, defaults={"max_upload_bytes": 500})
+        resp = other_api.post("/api/v1/uploads", {"size": 501, "content_type": "application/pdf"}, format="json")
+        assert resp.status_code == 413 and _code(resp) == "input:too-large"
+        assert (
+            api.post("/api/v1/uploads", {"size": 501, "content_type": "application/pdf"}, format="json").status_code
+            == 201
+        )
 
 
 @pytest.mark.django_db
