@@ -52,7 +52,7 @@ up: migrate
 	OCR_NEED_POSTGRES=$$(case "$$DATABASE_URL" in postgres*) echo 1;; *) echo 0;; esac) bash .ci/services.sh
 	$(BIN)/honcho start -f compose/Procfile -d .
 
-# All benchmarks (or BENCH_ARGS="p4 --rounds 5"); writes bench/results/report-YYYY-MM-DD.md.
+# All benchmarks (or BENCH_ARGS="ingest --rounds 5"); writes bench/results/report-YYYY-MM-DD.md.
 bench: venv services
 	bash .ci/bench-tools.sh
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The command-line tools `make bench` needs beyond the venv: wrk (P4's load generator, C, so the
-# load costs the shared cores little) and tesseract (P2's reference engine). On Debian/Ubuntu as
+# The command-line tools `make bench` needs beyond the venv: wrk (the ingest benchmark's load generator, C, so the
+# load costs the shared cores little) and tesseract (the cpu-engine benchmark's reference). On Debian/Ubuntu as
 # root they are installed through apt when missing; elsewhere this says what to install.
 set -euo pipefail
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 # name → (module, function, what it measures)
 BENCHMARKS = {
-    "p2": ("bench.p2", "compare", "CPU engine, both profiles, vs Tesseract: CPU-s/page, F1"),
-    "p3": ("bench.p3", "run", "text-layer fast path vs OCR path, per page"),
-    "p1": ("bench.p1", "run", "pages/s through REST + Celery + Redis vs direct engine calls"),
-    "p4": ("bench.p4", "run", "ingest: 64 concurrent 1 MB uploads, product vs a framework-free reference"),
+    "cpu-engine": ("bench.cpu_engine", "compare", "CPU engine, both profiles, vs Tesseract: CPU-s/page, F1"),
+    "text-layer": ("bench.text_layer", "run", "text-layer fast path vs OCR path, per page"),
+    "pipeline": ("bench.pipeline", "run", "pages/s through REST + Celery + Redis vs direct engine calls"),
+    "ingest": ("bench.ingest", "run", "ingest: 64 concurrent 1 MB uploads, product vs a framework-free reference"),
     "tables": ("bench.tables_teds", "run", "TEDS of the dev table pages, born-digital and rasterised"),
     "bigdocs": ("bench.bigdocs", "run", "2,000-page born-digital and 300-page scanned PDFs: RSS, first page, pages/s"),
-    "p2tune": ("bench.p2", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
+    "cpu-knobs": ("bench.cpu_engine", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
-DEFAULT = ("p2", "p3", "p1", "p4", "tables")
+DEFAULT = ("cpu-engine", "text-layer", "pipeline", "ingest", "tables")
 
 
 def main(argv: list[str]) -> int:

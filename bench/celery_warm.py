@@ -1,6 +1,6 @@
 """The product's Celery app, plus a note of which pool process ran which task.
 
-P1 starts its worker with ``-A bench.celery_warm`` so the warm-up can check, not assume, that
+The pipeline benchmark starts its worker with ``-A bench.celery_warm`` so the warm-up can check, not assume, that
 every prefork child has run each stage (models loaded, first-call allocations done) before the
 clock starts. The tasks, routes and settings are the product's own; the only addition is one
 short line appended to BENCH_TASK_LOG per finished task (an O_APPEND write of under 512 bytes,

@@ -1,4 +1,4 @@
-"""The OCR engines P2 compares, each as "image in, plain text out".
+"""The OCR engines the cpu-engine benchmark compares, each as "image in, plain text out".
 
 The CPU engine is built exactly as a worker builds it (``workers.engine_setup.deployment()``
 reads the same settings), so a tuned default measured here is the default that runs in

@@ -1,11 +1,11 @@
-"""P4's diagnosis: CPU milliseconds per upload, product vs reference, in one process, no server.
+"""The ingest benchmark's diagnosis: CPU milliseconds per upload, product vs reference, in one process, no server.
 
-On a box with few cores throughput follows CPU per request, so this says where P4's ratio comes
+On a box with few cores throughput follows CPU per request, so this says where its ratio comes
 from. The product is called through Django's test client (the full middleware stack, DRF and
 services.submit), the reference as a WSGI callable; both on the same body, same database and
 Redis db, after warm-up. The product's profile, by cumulative CPU time, names the big parts.
 
-Run by P4 as ``python -m bench.ingest_cpu BODY TOKEN N`` in the stack's environment; prints one
+Run by bench/ingest.py as ``python -m bench.ingest_cpu BODY TOKEN N`` in the stack's environment; prints one
 JSON line.
 """
 

@@ -1,4 +1,4 @@
-"""P4's reference: the product's ingest work for ``POST /api/v1/jobs`` with no framework around it.
+"""The ingest benchmark's reference: the product's ingest work for ``POST /api/v1/jobs`` with no framework around it.
 
 A plain WSGI callable, served by the same gunicorn line as the product (the Procfile's web line
 with only the application swapped), so both sides get the same processes and threads. Per

@@ -33,14 +33,10 @@ COLUMNS = ("bench", "measure", "ours", "reference", "ratio", "spread", "goal", "
 HEADERS = ("benchmark", "measure", "ours", "reference", "ratio", "spread (min–median–max)", "goal", "met")
 # Benchmarks whose rows come from another branch until it is merged: a placeholder keeps the
 # table honest about what this report does not hold.
-PLACEHOLDERS = {
-    "p2": {
-        "bench": "P2",
-        "measure": "CPU engine (layout + recognition) vs Tesseract, s/page and word F1",
-        "met": "not in this report: P2 is measured by bench/p2.py, merged separately",
-    }
-}
-ORDER = ("p1", "p2", "p3", "p4", "tables")
+PLACEHOLDERS: dict[str, dict] = {}
+ORDER = ("pipeline", "cpu-engine", "memory", "text-layer", "ingest", "tables")
+# Runs recorded before the benchmarks were named for what they measure.
+FORMER_NAMES = {"p1": "pipeline", "p2": "cpu-engine", "p2tune": "cpu-knobs", "p3": "text-layer", "p4": "ingest"}
 
 
 class _Tee(io.TextIOBase):
@@ -150,7 +146,7 @@ def summary_table(rows: list[dict]) -> str:
 def build(date: str) -> str:
     """The report for ``date`` (YYYY-MM-DD) from that day's runs."""
     day = RUNS / date
-    records = {p.stem: json.loads(p.read_text()) for p in sorted(day.glob("*.json"))}
+    records = {FORMER_NAMES.get(p.stem, p.stem): json.loads(p.read_text()) for p in sorted(day.glob("*.json"))}
     if not records:
         raise FileNotFoundError(f"no benchmark runs under {day}")
     names = [n for n in ORDER if n in records] + sorted(n for n in records if n not in ORDER)
@@ -165,7 +161,7 @@ def build(date: str) -> str:
     for name in names:
         if name not in ORDER:
             rows += records[name]["rows"]
-    # Rows marked detail (P2's per page) are in their benchmark's own section, not the summary.
+    # Rows marked detail (cpu-engine's per page) are in their benchmark's own section, not the summary.
     rows = [r for r in rows if not r.get("detail")]
     commits = sorted({r["commit"] for r in records.values()})
     out = [

@@ -1,4 +1,4 @@
-"""The real local stack for P1 and P4: PostgreSQL database ``ocr_bench``, Redis db 2, media in
+"""The real local stack for the pipeline and ingest benchmarks: PostgreSQL database ``ocr_bench``, Redis db 2, media in
 /tmp/media_bench, gunicorn on 127.0.0.1 and celery workers, each a subprocess of the benchmark.
 
 Its own database, Redis db and media folder keep the benchmark off the tests' data; every
@@ -145,7 +145,7 @@ class Proc:
 
 
 def procfile_web(port: int) -> str:
-    """The Procfile's web line with the bench port: P1 measures the web server as deployed."""
+    """The Procfile's web line with the bench port: the pipeline benchmark measures the web server as deployed."""
     for line in (ROOT / "compose" / "Procfile").read_text().splitlines():
         if line.startswith("web:"):
             return line.split(":", 1)[1].strip().replace("127.0.0.1:8000", f"127.0.0.1:{port}")
@@ -177,7 +177,7 @@ def start_worker(
 ) -> Proc:
     """One worker consuming ``queues`` (default: every queue) with ``concurrency`` prefork
     children. Log level INFO as in the Procfile; "ready." in its log is the signal it consumes.
-    ``app`` is the Celery app module (P1 passes bench.celery_warm: the product's app plus a
+    ``app`` is the Celery app module (the pipeline benchmark passes bench.celery_warm: the product's app plus a
     note of which child ran which task)."""
     cmd = [
         str(BIN / "celery"),

@@ -22,7 +22,7 @@ from workers.engines.cpu import (
     profile_config,
     resolve_threads,
 )
-from workers.engines.cpu_models import is_latin, latin_rec_model, wheel_rec_model
+from workers.engines.cpu.models import is_latin, latin_rec_model, wheel_rec_model
 
 PHOTOTEST = "tests/data/phototest.tif"
 
@@ -106,17 +106,17 @@ def test_latin_head_reads_the_same_text_as_the_full_head(cache_dir):
 def test_two_pass_detection_keeps_the_cheap_pass_for_normal_print_only(cache_dir):
     cfg = profile_config("fast", threads=1, model_cache_dir=str(cache_dir))
     engine = RapidOcrRecognizer(cfg)
-    detector = engine._ocr.text_det
     # 12-pt print at its scan resolution: tall enough at 960 px.
-    assert engine.read_lines(_image(PHOTOTEST)) and detector.last_pass == "probe"
+    read = engine.read_page(_image(PHOTOTEST))
+    assert read.lines and read.detection_pass == "probe"
     # The same page shrunk to small print on a large sheet: too small at 960 px, detected again
     # at full resolution, and still read.
     small = Image.fromarray(_image(PHOTOTEST)).resize((300, 225), Image.LANCZOS)
     sheet = Image.new("RGB", (1400, 2000), "white")
     sheet.paste(small, (100, 100))
-    lines = engine.read_lines(np.asarray(sheet))
-    assert detector.last_pass == "full"
-    assert "12 point text" in " ".join(line.text for line in lines)
+    read = engine.read_page(np.asarray(sheet))
+    assert read.detection_pass == "full"
+    assert "12 point text" in " ".join(line.text for line in read.lines)
 
 
 def test_a_page_holding_a_table_is_detected_at_full_size(cache_dir):
@@ -125,15 +125,22 @@ def test_a_page_holding_a_table_is_detected_at_full_size(cache_dir):
     from workers.engines.base import LayoutBox
 
     engine = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(cache_dir)))
-    detector = engine._ocr.text_det
     image = _image(PHOTOTEST)
     h, w = image.shape[:2]
+    passes = []
+    real = engine.read_page
+
+    def spy(page, *, full_detection=False):  # records which pass each page kept; the real pass runs
+        read = real(page, full_detection=full_detection)
+        passes.append(read.detection_pass)
+        return read
+
+    engine.read_page = spy
     engine.recognize(image, [LayoutBox("text", (0, 0, w, h))])
-    assert detector.last_pass == "probe"
     engine.recognize(image, [LayoutBox("table", (0, 0, w, h))])
-    assert detector.last_pass == "full"
     engine.recognize(image, [LayoutBox("text", (0, 0, w, h))])
-    assert detector.last_pass == "probe"  # the next page without a table is probed again
+    # The next page without a table is probed again: nothing of the table page's choice stays.
+    assert passes == ["probe", "full", "probe"]
 
 
 def _cells() -> np.ndarray:
@@ -175,10 +182,10 @@ def test_openvino_reads_what_onnxruntime_reads(cache_dir):
         lines = on_openvino.read_lines(image)
         assert lines
         assert [(l.text, l.bbox) for l in lines] == [(l.text, l.bbox) for l in on_onnxruntime.read_lines(image)]
-    assert type(on_openvino._ocr.text_rec.session).__name__ == "OpenVINOInferSession"
-    assert type(on_onnxruntime._ocr.text_rec.session).__name__ == "OrtInferSession"
+    assert type(on_openvino.recognition_session).__name__ == "OpenVINOInferSession"
+    assert type(on_onnxruntime.recognition_session).__name__ == "OrtInferSession"
     # Detection stays on onnxruntime in both (memory: whole-page inputs).
-    assert type(on_openvino._ocr.text_det._det.session).__name__ == "OrtInferSession"
+    assert type(on_openvino.detection.session).__name__ == "OrtInferSession"
 
 
 @pytest.mark.parametrize("runtime", ["openvino", "onnxruntime"])
@@ -202,15 +209,14 @@ def test_short_crops_are_padded_to_the_narrow_width_and_read_the_same(cache_dir)
     narrow = RapidOcrRecognizer(base)
     wide = RapidOcrRecognizer(replace(base, rec_min_width=320))
     image = _cells()
-    narrow.read_lines(image)  # rapidocr loads its recognizer on first use
-    real = narrow._ocr.text_rec.session
+    real = narrow.recognition_session
     widths = []
 
     def spy(batch):  # records the tensor widths the model gets; the real model still runs
         widths.append(batch.shape[3])
         return real(batch)
 
-    narrow._ocr.text_rec.session = spy
+    narrow._recognition.session = spy
     texts = [line.text for line in narrow.read_lines(image)]
     assert {"17", "4,082", "93", "250", "61", "7.5%", "1,204", "38", "600"} <= set(texts)
     assert [line.text for line in wide.read_lines(image)] == texts

@@ -1,4 +1,4 @@
-"""R4, the VLM going away: the ``vllm`` recognizer in a real worker against the in-test
+"""The VLM going away: the ``vllm`` recognizer in a real worker against the in-test
 OpenAI-compatible server (tests/openai_server.py), which is stopped (connections refused, as a
 crashed or rescheduled vLLM pod gives) and started again on the same port.
 

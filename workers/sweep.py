@@ -25,7 +25,6 @@ from apps.jobs import enqueue, services, states
 from apps.jobs.models import Job, Page
 from ocrsite.celery import app
 from ocrsite.vocabulary import ErrorCode, TaskName
-from workers.assembly import assemble_when_ready
 from workers.retry import PipelineTask, policy
 
 log = logging.getLogger(__name__)
@@ -53,7 +52,7 @@ def resend_lost_work() -> dict[str, int]:
         for page_id in spent:
             message = f"no worker finished this page in {max_attempts} attempts (each died or hung)"
             fail = states.LAYOUT_FAILED if claimed == states.PageStatus.DETECTING else states.RECOGNITION_FAILED
-            assemble_when_ready(services.finish_page(page_id, fail, error=(ErrorCode.PAGE_STALLED, message)))
+            services.finish_page(page_id, fail, error=(ErrorCode.PAGE_STALLED, message))
         ids = list(stuck.filter(attempts__lt=max_attempts).values_list("pk", flat=True)[:BATCH])
         back = services.release_pages(ids, claimed)
         resend[release.to] += back

@@ -384,7 +384,7 @@ def move_page(page_id: int, move: PageMove, **fields) -> bool:
 @dataclass(frozen=True)
 class PageFinished:
     job_id: object
-    # This page was the job's last and none failed: the caller enqueues assembly.
+    # This page was the job's last and none failed: assembly is sent once the caller commits.
     job_ready: bool
 
 
@@ -394,7 +394,9 @@ def finish_page(page_id: int, move: PageMove, *, error: tuple[str, str] | None =
     None when the move lost (the page was no longer in ``move.frm``). The count and the page's
     status change commit together, so a crash cannot count a page twice or lose it; the
     conditional update that brings done+failed up to page_count is the one that ends the job
-    (fan-in without a chord): to ASSEMBLING when no page failed, else to FAILED.
+    (fan-in without a chord): to ASSEMBLING when no page failed, with assembly sent after the
+    caller's commit (here, so no stage can forget it and leave the job to the sweep), else to
+    FAILED.
     """
     if move.to not in PAGE_TERMINAL or (move.to == PageStatus.FAILED) != bool(error):
         raise ValueError(f"{move.name} is not a terminal move for {'a failure' if error else 'a success'}")
@@ -413,6 +415,8 @@ def finish_page(page_id: int, move: PageMove, *, error: tuple[str, str] | None =
         if not ready and Job.objects.filter(complete, pages_failed__gt=0).exists():
             _fail_from_pages(job_id)
     page_finished.send(sender=Page, page_id=page_id, job_id=job_id, failed=bool(error))
+    if ready:
+        transaction.on_commit(lambda: enqueue.assemble(job_id))
     return PageFinished(job_id=job_id, job_ready=ready)
 
 

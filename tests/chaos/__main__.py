@@ -9,11 +9,11 @@ database connections with health checks, as deployed. Then, while clients submit
 born-digital PDFs (1-3 pages, each page carrying its document's own token) and scans (1-2 pages
 of the phototest scan) and poll them:
 
-- R1 load: every job must end ``done``; each result holds its own document's text and no
+- Load: every job must end ``done``; each result holds its own document's text and no
   other's, each page once, no region twice.
-- R2 worker deaths: pool processes and whole workers SIGKILLed at random moments (a worker that
+- Worker deaths: pool processes and whole workers SIGKILLed at random moments (a worker that
   ends, killed or by itself, is started again a second later, as a supervisor would).
-- R3 broker loss: Redis SIGKILLed mid-run and restarted empty. The API answers 503
+- Broker loss: Redis SIGKILLed mid-run and restarted empty. The API answers 503
   ``busy:unavailable`` while it is down (clients retry with the same Idempotency-Key); whatever it
   accepted (202) must complete, through the sweep for messages Redis lost.
 - PostgreSQL crash: once 65 % of the jobs are accepted and Redis is back, every process of the
@@ -32,7 +32,7 @@ of the phototest scan) and poll them:
 
 Every answer's status is counted (a 503 with its code), over the run and per outage; any 5xx but
 a 503 fails the run. Exit status 0 only when nothing was lost; the figures are printed and
-written as JSON to tests/artifacts/chaos/report.json. R4 (VLM outage) is tests/test_vlm_outage.py.
+written as JSON to tests/artifacts/chaos/report.json. The VLM outage is tests/test_vlm_outage.py.
 """
 
 from __future__ import annotations

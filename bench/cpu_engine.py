@@ -1,14 +1,14 @@
-"""P2: the CPU engine the product runs (layout + recognition) against Tesseract, and the knob
+"""cpu-engine: the CPU engine the product runs (layout + recognition) against Tesseract, and the knob
 sweep behind its defaults.
 
-``p2``      CPU-seconds and wall seconds per page and word F1 on the dev scans and on born-digital
+``cpu-engine``  CPU-seconds and wall seconds per page and word F1 on the dev scans and on born-digital
             pages rasterised at OCR_DPI (their text layer is the truth), for both CPU engine
             profiles (OCR_CPU_PROFILE fast and accurate) against Tesseract through its API
             (tesserocr: loaded once, like ours) and, reported apart, its CLI (start-up included).
             Each thread setting (one thread each; the runtime default) runs in its own process,
             since OpenMP reads OMP_THREAD_LIMIT once. Goal: ours ≤ Tesseract's CPU-s per page at
             a word F1 ≥ Tesseract's and ≥ the accurate profile's on every page.
-``p2tune``  one knob at a time around the current defaults: detection input size, threads,
+``cpu-knobs``   one knob at a time around the current defaults: detection input size, threads,
             recognition batch, the angle classifier, rendering DPI.
 
 Every engine runs every page in every round, in an order that rotates each round, so load from
@@ -60,7 +60,7 @@ def _measure(side: str, engine, page, path: str | None) -> tuple[float, float, s
     return _cpu(who) - c0, time.perf_counter() - t0, text
 
 
-# --- p2: side by side --------------------------------------------------------------------------
+# --- cpu-engine: side by side --------------------------------------------------------------------------
 
 
 def _one_setting(threads: int, rounds: int, with_cli: bool, page_names: str) -> None:
@@ -108,7 +108,7 @@ def _spread(values: list[float]) -> str:
 
 
 def compare(argv: list[str]) -> list[dict]:
-    parser = argparse.ArgumentParser(prog="bench p2")
+    parser = argparse.ArgumentParser(prog="bench cpu-engine")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated: " + ", ".join(SETTINGS))
     parser.add_argument("--no-cli", action="store_true", help="leave out the Tesseract CLI (a process per page)")
@@ -132,13 +132,23 @@ def compare(argv: list[str]) -> list[dict]:
         else:
             env.pop("OMP_THREAD_LIMIT", None)
             env.pop("OCR_ENGINE_THREADS", None)
-        cmd = [sys.executable, "-m", "bench", "p2", "--child", "--threads", str(threads), "--rounds", str(args.rounds)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench",
+            "cpu-engine",
+            "--child",
+            "--threads",
+            str(threads),
+            "--rounds",
+            str(args.rounds),
+        ]
         cmd += [] if args.no_cli else ["--cli"]
         cmd += ["--pages", args.pages] if args.pages else []
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if proc.returncode:
             sys.stderr.write(proc.stderr)
-            raise RuntimeError(f"p2 child for {setting!r} failed ({proc.returncode})")
+            raise RuntimeError(f"cpu-engine child for {setting!r} failed ({proc.returncode})")
         results[setting] = json.loads(proc.stdout.strip().splitlines()[-1])
     load_after = common.loadavg()
 
@@ -191,7 +201,7 @@ def compare(argv: list[str]) -> list[dict]:
                 )
                 rows.append(
                     {
-                        "bench": "P2",
+                        "bench": "cpu-engine",
                         "measure": f"CPU-s/page, {profile} profile (layout+recognition) vs {ref}, {setting}",
                         "ours": round(ours, 3),
                         "reference": round(theirs, 3),
@@ -205,7 +215,7 @@ def compare(argv: list[str]) -> list[dict]:
                     o, t = per_page[(profile, p)], per_page[(ref, p)]
                     rows.append(
                         {
-                            "bench": "P2",
+                            "bench": "cpu-engine",
                             "measure": f"{p}: CPU-s, {profile} vs {ref}, {setting} (F1 {o['f1']:.3f} vs {t['f1']:.3f})",
                             "ours": round(o["cpu"], 3),
                             "reference": round(t["cpu"], 3),
@@ -215,7 +225,7 @@ def compare(argv: list[str]) -> list[dict]:
                             "met": o["cpu"] <= t["cpu"]
                             and o["f1"] >= t["f1"]
                             and o["f1"] >= per_page[("accurate", p)]["f1"],
-                            "detail": True,  # per page: the report's P2 section, not its summary
+                            "detail": True,  # per page: the report's cpu-engine section, not its summary
                         }
                     )
         wall = [
@@ -248,7 +258,7 @@ def compare(argv: list[str]) -> list[dict]:
         "word F1": common.f1_source(),
         "rounds": f"{args.rounds}, engine order rotating each round; spread = min–max over rounds",
     }
-    md = common.header("P2 — CPU engine (layout + recognition) vs Tesseract", info, extra)
+    md = common.header("cpu-engine — CPU engine (layout + recognition) vs Tesseract", info, extra)
     overall = [
         [r["measure"], r["ours"], r["reference"], r["ratio"], r["spread"], "met" if r["met"] else "NOT met"]
         for r in rows
@@ -256,7 +266,7 @@ def compare(argv: list[str]) -> list[dict]:
     ]
     md += "\n" + common.table(["measure", "ours", "reference", "ratio", "spread", "goal"], overall)
     md += "\n\n" + "\n\n".join(md_tables) + "\n"
-    common.report("p2", "P2", md, {"machine": info, "rows": rows, "raw": results})
+    common.report("cpu-engine", "cpu-engine", md, {"machine": info, "rows": rows, "raw": results})
     return rows
 
 
@@ -264,7 +274,7 @@ def meta_pages(results: dict) -> list[str]:
     return [p["name"] for res in results.values() for p in res["meta"]["pages"]]
 
 
-# --- p2tune: one knob at a time ----------------------------------------------------------------
+# --- cpu-knobs: one knob at a time ----------------------------------------------------------------
 
 # A dense 6-pt statistics table: the page that shows what a smaller detection input costs (a 960-px
 # cap kept F1 on the other dev pages and took this one from 0.85 to 0.23).
@@ -288,7 +298,6 @@ KNOBS: list[tuple[str, dict, int | None]] = [
     ("rec min width 48", {"rec_min_width": 48}, None),
     ("rec min width 96", {"rec_min_width": 96}, None),
     ("rec min width 320 (rapidocr's own)", {"rec_min_width": 320}, None),
-    ("use_cls on", {"use_cls": True}, None),
     ("dpi 150", {}, 150),
     ("dpi 300", {}, 300),
 ]
@@ -305,7 +314,7 @@ def _parse_override(item: str) -> tuple[str, object]:
 
 
 def tune(argv: list[str]) -> dict:
-    parser = argparse.ArgumentParser(prog="bench p2tune")
+    parser = argparse.ArgumentParser(prog="bench cpu-knobs")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", default="", help="comma-separated knob labels (substring match)")
     parser.add_argument(
@@ -379,10 +388,10 @@ def tune(argv: list[str]) -> dict:
         "rounds": f"{args.rounds}, knobs interleaved page by page, median per page",
         "word F1": common.f1_source(),
     }
-    md = common.header("P2 tuning — one knob at a time around the defaults", info, extra)
+    md = common.header("cpu-knobs — one knob at a time around the defaults", info, extra)
     md += "\n" + common.table(
         ["knob", "dpi", "s/page", "scans s/page", "born-digital s/page", "mean F1", "min F1"], rows
     )
     data = {"machine": info, "rows": data_rows}
-    common.report("p2tune", "P2 tuning", md, data)
+    common.report("cpu-knobs", "cpu-knobs", md, data)
     return data

@@ -1,4 +1,4 @@
-"""P3: the born-digital fast path against the OCR path, page by page.
+"""text-layer: the born-digital fast path against the OCR path, page by page.
 
 Fast path: what ingest does for a page with a usable text layer, ``textlayer.has_text_layer`` then
 ``textlayer.extract`` on the open PyMuPDF page (tables included where the page has rulings).
@@ -31,7 +31,7 @@ FILES = (
 
 
 def run(argv: list[str]) -> list[dict]:
-    parser = argparse.ArgumentParser(prog="bench p3")
+    parser = argparse.ArgumentParser(prog="bench text-layer")
     parser.add_argument("--fast-repeats", type=int, default=5, help="fast-path repeats per page (median)")
     parser.add_argument("--ocr-repeats", type=int, default=1, help="OCR-path repeats per page (median)")
     parser.add_argument("--files", default=",".join(FILES))
@@ -101,7 +101,7 @@ def run(argv: list[str]) -> list[dict]:
         "repeats": f"fast path {args.fast_repeats}, OCR path {args.ocr_repeats} (median per page), alternating",
         "word F1": common.f1_source() + ", against the page's text layer",
     }
-    md = common.header("P3 — born-digital fast path vs OCR path", info, extra)
+    md = common.header("text-layer — born-digital fast path vs OCR path", info, extra)
     md += "\n" + common.table(
         ["page", "fast path ms", "OCR path s", "speed-up ×", "fast F1", "OCR F1"],
         [[r["page"], r["fast_s"] * 1000, r["ocr_s"], r["ratio"], r["fast_f1"], r["ocr_f1"]] for r in rows],
@@ -113,11 +113,11 @@ def run(argv: list[str]) -> list[dict]:
         f"{'MET' if met else 'NOT MET'}.\n"
     )
     data = {"machine": info, "rows": rows, "overall_ratio": overall, "worst_ratio": worst, "met": met}
-    common.report("p3", "P3", md, data)
+    common.report("text-layer", "text-layer", md, data)
     ratios = [r["ratio"] for r in rows]
     return [
         {
-            "bench": "P3",
+            "bench": "text-layer",
             "measure": f"s/page, text-layer fast path (ours) vs OCR path, {len(rows)} born-digital pages",
             "ours": round(total_fast / len(rows), 4),
             "reference": round(total_ocr / len(rows), 2),

@@ -1,4 +1,4 @@
-"""P1: pipeline overhead. Pages/s through REST + Celery + Redis with W worker processes against
+"""pipeline: its overhead. Pages/s through REST + Celery + Redis with W worker processes against
 the same engines called directly in a loop on the same pages by W processes.
 
 Pipeline side: gunicorn started with the Procfile's web line, one celery worker consuming
@@ -169,7 +169,7 @@ def _spread(values: list[float], fmt: str = "{:.3f}") -> str:
 
 
 def run(argv: list[str]) -> list[dict]:
-    parser = argparse.ArgumentParser(prog="bench p1")
+    parser = argparse.ArgumentParser(prog="bench pipeline")
     parser.add_argument("--workers", default="1,2", help="comma-separated W values")
     parser.add_argument("--rounds", type=int, default=3, help="runs per side and W (alternating)")
     parser.add_argument("--copies", type=int, default=4, help="how many times the 6 pages are sent (4: 24 pages a run)")
@@ -191,14 +191,14 @@ def run(argv: list[str]) -> list[dict]:
         threads = max(1, cores // w)
         stack.reset()
         stack.purge_jobs()
-        task_log = str(stack.LOGS / f"p1w{w}-tasks.log")
+        task_log = str(stack.LOGS / f"pipeline-w{w}-tasks.log")
         stack.LOGS.mkdir(parents=True, exist_ok=True)
         Path(task_log).unlink(missing_ok=True)
         environ = stack.env(OCR_ENGINE_THREADS=str(threads), BENCH_TASK_LOG=task_log)
-        web = stack.start_web(web_cmd, port, name=f"p1-web-w{w}", environ=environ)
+        web = stack.start_web(web_cmd, port, name=f"pipeline-web-w{w}", environ=environ)
         worker = None
         try:
-            worker = stack.start_worker(w, environ, name=f"p1w{w}", app="bench.celery_warm")
+            worker = stack.start_worker(w, environ, name=f"pipeline-w{w}", app="bench.celery_warm")
             with httpx.Client(
                 base_url=f"http://127.0.0.1:{port}", timeout=60, headers={"Authorization": f"Token {token}"}
             ) as client:
@@ -248,7 +248,7 @@ def run(argv: list[str]) -> list[dict]:
         raw.append({"workers": w, "threads": threads, "direct": direct_runs, "pipeline": pipe_runs})
         out_rows.append(
             {
-                "bench": "P1",
+                "bench": "pipeline",
                 "measure": f"pages/s, W={w} process(es) × {threads} thread(s), {len(pages)} pages a run",
                 "ours": round(common.median(p), 3),
                 "reference": round(common.median(d), 3),
@@ -270,7 +270,7 @@ def run(argv: list[str]) -> list[dict]:
         "rounds": f"{args.rounds} per side and W, alternating (direct first in odd rounds, pipeline first in even)",
         "warm-up check": "; ".join(warm_notes),
     }
-    md = common.header("P1 — pipeline overhead (REST + Celery + Redis vs direct engine loop)", info, extra)
+    md = common.header("pipeline — its overhead (REST + Celery + Redis vs direct engine loop)", info, extra)
     md += "\n" + common.table(
         [
             "W processes",
@@ -285,5 +285,5 @@ def run(argv: list[str]) -> list[dict]:
     )
     md += "\n"
     data = {"machine": info, "rows": rows, "runs": raw}
-    common.report("p1", "P1", md, data)
+    common.report("pipeline", "pipeline", md, data)
     return out_rows

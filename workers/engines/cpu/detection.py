@@ -1,0 +1,69 @@
+"""Text-line detection with rapidocr's DB detector, its input size chosen per call.
+
+The detector's session and post-processing are rapidocr's; the resize is ours, per call, so one
+loaded model serves both the capped probe and the full-size pass without any state changing
+between pages (a thread pool may share the engine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from workers.engines.cpu.config import CpuRecognizerConfig
+
+PROBE, FULL = "probe", "full"
+
+
+@dataclass(frozen=True)
+class Detected:
+    """Line quads (n × 4 × 2, clockwise from top-left) in the input's pixels, and which pass
+    found them (``probe`` or ``full``)."""
+
+    quads: np.ndarray
+    detection_pass: str
+
+
+class TextDetection:
+    """Two-pass detection: the page with its long side capped at ``det_probe_side`` first, kept
+    when the median line is at least ``det_probe_min_px`` tall there; otherwise (small print, or
+    nothing found) again at ``det_limit_side``/``det_limit_type``. ``det_probe_side`` 0: one
+    full-size pass."""
+
+    def __init__(self, detector, config: CpuRecognizerConfig) -> None:
+        self._det = detector  # rapidocr.ch_ppocr_det.TextDetector
+        self._probe = config.det_probe_side
+        self._min_px = config.det_probe_min_px
+        self._full = (config.det_limit_side, config.det_limit_type)
+
+    @property
+    def session(self):
+        """The inference session (its type says which runtime detects)."""
+        return self._det.session
+
+    def __call__(self, image: np.ndarray, *, full: bool = False) -> Detected:
+        if self._probe > 0 and not full:
+            quads = self._detect(image, self._probe, "max")
+            if len(quads):
+                scale = min(1.0, self._probe / max(image.shape[:2]))
+                if float(np.median(line_heights(quads))) * scale >= self._min_px:
+                    return Detected(quads, PROBE)
+        return Detected(self._detect(image, *self._full), FULL)
+
+    def _detect(self, image: np.ndarray, side: int, kind: str) -> np.ndarray:
+        from rapidocr.ch_ppocr_det.utils import DetPreProcess
+
+        tensor = DetPreProcess(side, kind, self._det.mean, self._det.std)(image)
+        if tensor is None:
+            return np.zeros((0, 4, 2), np.float32)
+        boxes, _scores = self._det.postprocess_op(self._det.session(tensor), image.shape[:2])
+        if len(boxes) == 0:
+            return np.zeros((0, 4, 2), np.float32)
+        return self._det.sorted_boxes(boxes)
+
+
+def line_heights(quads: np.ndarray) -> np.ndarray:
+    """Height of each detected quad (points clockwise from top-left): mean of its two sides."""
+    q = np.asarray(quads, dtype=np.float64)
+    return (np.linalg.norm(q[:, 3] - q[:, 0], axis=1) + np.linalg.norm(q[:, 2] - q[:, 1], axis=1)) / 2

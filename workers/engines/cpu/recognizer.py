@@ -1,0 +1,186 @@
+"""The CPU recognizer: rapidocr's PP-OCR ONNX models (weights in the wheel), one full-page pass.
+
+One detection and recognition pass per page; each text line is then given to the layout region
+holding most of it (``lines.assign_lines``). Cropping each region and re-detecting was measured
+2–3× slower and lost words at region edges.
+
+rapidocr's detector and recognizer are driven here stage by stage rather than through its
+``RapidOCR`` pipeline: the detection size is chosen per call (``detection.TextDetection``), and
+no stage keeps a page's pixels once the page is read.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ocrsite.vocabulary import CpuRuntime, ErrorCode
+from workers.engines.base import EngineError, LayoutBox, Recognition, TextLine
+from workers.engines.cpu.budget import resolve_threads
+from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolved
+from workers.engines.cpu.detection import TextDetection
+from workers.engines.cpu.lines import assign_lines, table_text
+from workers.engines.cpu.rapid import as_bgr, quiet
+from workers.engines.geometry import quad_to_box
+
+log = logging.getLogger("workers.engines.cpu")
+
+
+@dataclass(frozen=True)
+class PageLines:
+    """What one pass over a page read, and which detection pass it kept."""
+
+    lines: list[TextLine]
+    detection_pass: str
+
+
+def needs_full_detection(regions: Sequence[LayoutBox]) -> bool:
+    """A table's grid is built from its line boxes: at the probe's reduced size neighbouring cells
+    merge into one box (the arXiv table page lost most of its TEDS), so a page the layout says
+    holds a table is detected at full size."""
+    return any(r.label == "table" for r in regions)
+
+
+class RapidOcrRecognizer:
+    """PP-OCR full-page pass; lines assigned to regions by overlap. Both models load when the
+    engine is built, once per process."""
+
+    name = "rapidocr:PP-OCRv6-small"
+
+    def __init__(self, config: CpuRecognizerConfig) -> None:
+        from rapidocr import RapidOCR
+        from rapidocr.ch_ppocr_det import TextDetector
+        from rapidocr.ch_ppocr_rec import TextRecognizer
+
+        quiet("RapidOCR")
+        started = time.perf_counter()
+        config = with_runtime_resolved(config)
+        self.config = config
+        threads = resolve_threads(config.threads)
+        extra: dict = {}
+        if config.rec_head == "latin":
+            from workers.engines.cpu.models import latin_rec_model
+
+            extra["Rec.model_path"] = str(latin_rec_model(config.model_cache_dir))
+        elif config.rec_head != "full":
+            raise ValueError(f"unknown rec_head {config.rec_head!r}: 'full' or 'latin'")
+        if config.runtime == CpuRuntime.OPENVINO:
+            extra.update(_openvino_params(threads, extra.get("Rec.model_path")))
+        elif config.runtime != CpuRuntime.ONNXRUNTIME:
+            raise ValueError(f"unknown runtime {config.runtime!r}: {', '.join(CpuRuntime)}")
+        # rapidocr's own parsing of its settings over its defaults; RapidOCR loads nothing itself.
+        cfg = RapidOCR(
+            params={
+                **extra,
+                "Global.log_level": "warning",
+                "Global.max_side_len": config.det_max_side,
+                "Det.max_candidates": config.det_max_candidates,
+                "Rec.rec_batch_num": config.rec_batch,
+                "Rec.rec_img_shape": [3, 48, config.rec_min_width],
+                "EngineConfig.onnxruntime.intra_op_num_threads": threads,
+                "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+            }
+        ).cfg
+        self._global = cfg.Global
+        for stage in (cfg.Det, cfg.Rec):
+            stage.engine_cfg = cfg.EngineConfig[stage.engine_type.value]
+            stage.model_root_dir = cfg.Global.model_root_dir
+        cfg.Rec.font_path = cfg.Global.font_path
+        self.detection = TextDetection(TextDetector(cfg.Det), config)
+        self._recognition = TextRecognizer(cfg.Rec)
+        # Operators read what a worker really runs here: `auto` resolves per machine (auto_runtime).
+        log.info(
+            "CPU recognizer ready in %.1f s: recognition on %s, %s head, detection %s, %d thread(s)",
+            time.perf_counter() - started,
+            str(config.runtime),
+            config.rec_head,
+            f"probe {config.det_probe_side} px then full" if config.det_probe_side > 0 else "full size",
+            threads,
+        )
+        # One page at a time per engine: rapidocr's OpenVINO session holds one infer request whose
+        # output buffer the next call overwrites. Prefork workers never contend for it; a thread
+        # pool (-P threads) would.
+        self._lock = threading.Lock()
+
+    @property
+    def runtime(self) -> CpuRuntime:
+        """What runs recognition (an ``auto`` config resolved)."""
+        return self.config.runtime
+
+    @property
+    def recognition_session(self):
+        """The recognition model's inference session (its type says which runtime reads)."""
+        return self._recognition.session
+
+    def read_lines(self, image: np.ndarray, *, full_detection: bool = False) -> list[TextLine]:
+        return self.read_page(image, full_detection=full_detection).lines
+
+    def read_page(self, image: np.ndarray, *, full_detection: bool = False) -> PageLines:
+        from rapidocr.ch_ppocr_rec import TextRecInput
+        from rapidocr.utils.process_img import (
+            apply_vertical_padding,
+            get_rotate_crop_image,
+            map_boxes_to_original,
+            resize_image_within_bounds,
+        )
+
+        g = self._global
+        original = as_bgr(image)
+        height, width = original.shape[:2]
+        page, ratio_h, ratio_w = resize_image_within_bounds(original, g.min_side_len, g.max_side_len)
+        del original  # a page-sized copy: not held while the models run
+        page, op_record = apply_vertical_padding(
+            page, {"preprocess": {"ratio_h": ratio_h, "ratio_w": ratio_w}}, g.width_height_ratio, g.min_height
+        )
+        try:
+            with self._lock:
+                detected = self.detection(page, full=full_detection)
+                if not len(detected.quads):
+                    return PageLines([], detected.detection_pass)
+                crops = [get_rotate_crop_image(page, quad.copy()) for quad in detected.quads]
+                del page
+                read = self._recognition(TextRecInput(img=crops))
+        except Exception as exc:  # onnxruntime and OpenVINO raise plain exceptions on bad tensors
+            raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
+        quads = map_boxes_to_original(detected.quads.copy(), op_record, height, width)
+        lines = [
+            TextLine(text=text.strip(), bbox=quad_to_box(quad), confidence=float(score))
+            for quad, text, score in zip(quads, read.txts, read.scores, strict=True)
+            if text.strip() and score >= g.text_score
+        ]
+        return PageLines(lines, detected.detection_pass)
+
+    def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox], *, cancelled=None) -> Recognition:
+        # ``cancelled`` is not polled: one local pass is seconds, and the page's result is simply
+        # not used once the job is cancelled.
+        started = time.perf_counter()
+        lines = self.read_lines(image, full_detection=needs_full_detection(regions))
+        recognition = assign_lines(lines, regions)
+        for i, region in enumerate(regions):
+            if region.label == "table":
+                recognition.texts[i] = table_text(recognition.texts[i])
+        elapsed = int((time.perf_counter() - started) * 1000)
+        # The pass is shared by the page; each region reports the page's latency.
+        recognition.texts[:] = [replace(t, latency_ms=elapsed) for t in recognition.texts]
+        return recognition
+
+
+def _openvino_params(threads: int, rec_model: str | None) -> dict:
+    """rapidocr's settings for recognition on OpenVINO over the wheel's own ONNX file (the path is
+    given: without one rapidocr would download a model for the engine, which this product never
+    does). Detection stays on onnxruntime: its whole-page inputs cost OpenVINO far more peak
+    memory than the CPU they save."""
+    from rapidocr import EngineType
+
+    from workers.engines.cpu.models import wheel_rec_model
+
+    return {
+        "Rec.engine_type": EngineType.OPENVINO,
+        "Rec.model_path": rec_model or str(wheel_rec_model()),
+        "EngineConfig.openvino.inference_num_threads": threads,
+    }
