@@ -11,6 +11,7 @@ enforce a SAS's expiry, permissions and blob name, and the test shows it refusin
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import subprocess
@@ -126,6 +127,17 @@ def _refusals_at_job_creation(api: APIClient, other_api: APIClient) -> None:
     assert job.source.name == f"uploads/{slot['id']}", "the object is used in place, not copied"
     again = _job_from(api, slot["id"])
     assert again.status_code == 200 and again.json()["id"] == str(job.pk), "a slot makes one job"
+
+    # The same bytes again, in a new slot, under the first job's Idempotency-Key: the first job.
+    keyed = _slot(api, len(data))
+    _send(keyed, data)
+    first = api.post("/api/v1/jobs", {"upload": keyed["id"]}, format="json", HTTP_IDEMPOTENCY_KEY="batch-1")
+    assert first.status_code == 202, first.content
+    resent = _slot(api, len(data))
+    _send(resent, data)
+    replay = api.post("/api/v1/jobs", {"upload": resent["id"]}, format="json", HTTP_IDEMPOTENCY_KEY="batch-1")
+    assert replay.status_code == 200 and replay.json()["id"] == first.json()["id"], replay.content
+    Job.objects.filter(pk=first.json()["id"]).delete()
 
     # Bytes of another type than declared, of the declared size: refused by their magic bytes.
     png = PNG_HEAD + b"\0" * (len(data) - len(PNG_HEAD))
@@ -244,7 +256,7 @@ def test_local_signed_put_refuses_bigger_other_type_forged_and_expired(api, othe
 def test_client_and_cli_switch_to_direct_upload_above_threshold(live_api, tmp_path):
     """The Python client and the ``ocr`` CLI go straight to storage above their threshold; the job
     runs through the real worker to a result."""
-    from ocrclient import Client
+    from ocrclient import AsyncClient, Client
 
     source = dev_file("scanned_ocr_test.pdf")
     with Client(live_api.url, api_key=live_api.key, direct_upload_above=1024) as client:
@@ -256,6 +268,13 @@ def test_client_and_cli_switch_to_direct_upload_above_threshold(live_api, tmp_pa
     with Client(live_api.url, api_key=live_api.key) as client:
         small = client.submit(source)  # under the default threshold: multipart, no slot
         assert not DirectUpload.objects.filter(job_id=small.id).exists()
+
+    async def from_bytes() -> str:  # the async client, as the remote MCP server's uri input uses it
+        async with AsyncClient(live_api.url, api_key=live_api.key, direct_upload_above=1024) as client:
+            return (await client.submit(PDF.read_bytes(), filename="from-mcp.pdf")).id
+
+    via_async = asyncio.run(from_bytes())
+    assert DirectUpload.objects.get(job_id=via_async).filename == "from-mcp.pdf"
 
     out = tmp_path / "out"
     cli = subprocess.run(

@@ -64,11 +64,7 @@ def accept_upload(request: Request) -> Job:
         raise ApiError(413, ErrorCode.INPUT_TOO_LARGE, DIRECT_HINT.format(settings.OCR_MAX_UPLOAD_BYTES))
     serializer.is_valid(raise_exception=True)
     upload = serializer.validated_data["file"]
-    key = request.headers.get("Idempotency-Key", "")
-    if key and not _IDEMPOTENCY_KEY.fullmatch(key):
-        raise ApiError(
-            400, ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY, "Idempotency-Key must be 1-255 printable ASCII characters"
-        )
+    key = idempotency_key(request)
     tenant = tenant_of(request)
     options = job_options(request, serializer.validated_data)
     try:
@@ -84,6 +80,15 @@ def accept_upload(request: Request) -> Job:
         )
     except InputError as exc:
         raise ApiError(input_status(exc.code), exc.code, exc.message) from exc
+
+
+def idempotency_key(request: Request) -> str:
+    key = request.headers.get("Idempotency-Key", "")
+    if key and not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise ApiError(
+            400, ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY, "Idempotency-Key must be 1-255 printable ASCII characters"
+        )
+    return key
 
 
 def job_options(request: Request, data: dict) -> dict:
@@ -116,6 +121,7 @@ def accept_direct(request: Request) -> Job:
             options=options,
             limits=limits_for(tenant),
             admit=admission(tenant),
+            idempotency_key=idempotency_key(request),
         )
     except InputError as exc:
         raise ApiError(input_status(exc.code), exc.code, exc.message) from exc

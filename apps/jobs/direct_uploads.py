@@ -19,7 +19,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.files.storage import default_storage
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.jobs import services
@@ -70,8 +70,12 @@ def submit_uploaded(
     options: dict | None = None,
     limits: services.Limits,
     admit: Callable[[Probe], Callable[[], None] | None] | None = None,
+    idempotency_key: str = "",
 ) -> Job:
     """The job for an uploaded slot (created once; asked again, the same job, ``replayed``).
+
+    With an ``idempotency_key``, the tenant's recent job under that key for the same bytes is the
+    answer (a client resuming a batch uploads again, into a new slot, and gets its first job).
 
     Refusals, each an ``InputError`` with a stable code: another tenant's or an unknown slot
     (``upload:not-found``), no object yet (``upload:missing``), an object of another size than
@@ -102,6 +106,8 @@ def submit_uploaded(
                 ErrorCode.INPUT_TYPE_MISMATCH, f"declared {slot.content_type}, but the bytes are {CONTENT_TYPES[kind]}"
             )
         found = probe(spool, max_pages=limits.max_pages, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
+    if idempotency_key and (earlier := services.idempotent_job(tenant, idempotency_key, digest)):
+        return earlier
     found = services.select_pages(found, options)
     undo = admit(found) if admit else None
 
@@ -110,6 +116,7 @@ def submit_uploaded(
         tenant=tenant,
         engine=engine or settings.OCR_ENGINE,
         options=options or {},
+        idempotency_key=idempotency_key,
         filename=slot.filename,
         kind=found.kind,
         sha256=digest,
@@ -117,14 +124,22 @@ def submit_uploaded(
         page_count=found.page_count,
     )
     job.source.name = slot.key  # the object stays where the client put it
-    with transaction.atomic():
-        job.save()
-        claimed = DirectUpload.objects.filter(pk=slot.pk, job__isnull=True).update(job=job)
-        if claimed:
-            transaction.on_commit(lambda: services.send_ingest(job.pk))
-        else:
-            # A concurrent request consumed the slot first: its job is the answer, ours goes.
-            transaction.set_rollback(True)
+    try:
+        with transaction.atomic():
+            job.save()
+            claimed = DirectUpload.objects.filter(pk=slot.pk, job__isnull=True).update(job=job)
+            if claimed:
+                transaction.on_commit(lambda: services.send_ingest(job.pk))
+            else:
+                # A concurrent request consumed the slot first: its job is the answer, ours goes.
+                transaction.set_rollback(True)
+    except IntegrityError:
+        # The (tenant, idempotency_key) constraint: a concurrent request with the same key won.
+        if undo:
+            undo()
+        if earlier := services.idempotent_job(tenant, idempotency_key, digest):
+            return earlier
+        raise
     if not claimed:
         if undo:
             undo()
