@@ -100,10 +100,12 @@ def local_copy(name: str) -> Iterator[str]:
     in chunks, so the document is never held whole in memory.
     """
     try:
-        yield default_storage.path(name)
-        return
+        path = default_storage.path(name)
     except NotImplementedError:
-        pass  # no local path: a remote backend
+        path = None  # no local path: a remote backend
+    if path is not None:
+        yield path
+        return
     with tempfile.NamedTemporaryFile(prefix="ocr-ingest-", suffix=".bin") as spool:
         with default_storage.open(name, "rb") as fh:
             shutil.copyfileobj(fh, spool, SPOOL_CHUNK)
