@@ -26,10 +26,12 @@ from django.utils import timezone
 
 from apps.jobs import enqueue, page_ranges, services, states
 from apps.jobs.documents import (
+    PDF_STORE_EVERY,
     InputError,
     encode_png,
     load_image_frame,
     open_pdf,
+    release_pdf_cache,
     render_pdf_page,
     straighten_sideways_scan,
 )
@@ -153,6 +155,8 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
     if job.kind == "pdf":
         with open_pdf(path) as doc:
             for index in page_ranges.indices(spec) if spec else range(doc.page_count):
+                if index % PDF_STORE_EVERY == 0:
+                    release_pdf_cache()
                 pdf_page = doc[index]
                 page = existing.get(index)
                 if page and page.status != Page.Status.QUEUED:

@@ -170,6 +170,16 @@ def _probe_image(data: bytes, *, max_pages: int, max_pixels: int) -> int:
 
 # --- pages as pixels -------------------------------------------------------------------------
 
+# MuPDF keeps fonts and objects of every page it read in its store (up to 256 MB): over a
+# 2,000-page document that is most of ingest's memory. Emptied every this many pages, memory stays
+# flat; a page's shared fonts are re-read at most once per this many pages.
+PDF_STORE_EVERY = 25
+
+
+def release_pdf_cache() -> None:
+    """Empty MuPDF's object store (fonts, images, parsed objects of pages already read)."""
+    pymupdf.TOOLS.store_shrink(100)
+
 
 def render_pdf_page(page: pymupdf.Page, dpi: int, max_pixels: int) -> tuple[np.ndarray, int]:
     """Render at ``dpi``, lowered if the result would pass ``max_pixels``. Returns (image, dpi)."""
