@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0007_region_table'),
+        ('jobs', '0008_engine_catalogue'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
