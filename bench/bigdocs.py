@@ -91,14 +91,20 @@ def through_stack(path: Path, key: str, port: int, poll: float) -> dict:
     environ = stack.env(OCR_MAX_PAGES="5000")
     workers = {q: stack.start_worker(1, environ, name=f"bigdocs-{q}", queues=q) for q in ("cpu", "layout", "ocr")}
     try:
-        api = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Api-Key {key}"})
+        api = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Api-Key {key}"}, timeout=120
+        )
         with Client(f"http://127.0.0.1:{port}", api_key=key, timeout=600) as client:
             t0 = time.monotonic()
             job = client.submit(path)
             submitted = time.monotonic() - t0
             first_done = ingest_done = None
             while True:
-                body = api.get(f"/api/v1/jobs/{job.id}/result", params={"partial": 1, "format": "json"}).json()
+                try:
+                    body = api.get(f"/api/v1/jobs/{job.id}/result", params={"partial": 1, "format": "json"}).json()
+                except httpx.TransportError:  # a web worker recycled under load: ask again
+                    time.sleep(poll)
+                    continue
                 now = time.monotonic() - t0
                 if "partial" in body:
                     if first_done is None and body["pages_done"] >= 1:

@@ -24,7 +24,7 @@ of the phototest scan) and poll them:
 
 - Partition: beside the machine's own workers, worker *hosts* (tests/chaos/hosts.py), each a
   network namespace with its own address and one worker per queue, reaching Redis and
-  PostgreSQL through a veth link. Once PARTITION_AT of the jobs are accepted and a host's workers
+  PostgreSQL through a veth link. Once PostgreSQL is back from its crash and a host's workers
   hold claims (``celery inspect active``), every packet between that host and Redis/PostgreSQL is
   dropped for partition_s, longer than OCR_STALE_AFTER, so the sweep hands its pages to the other
   hosts; then the link heals. Its late writes must be refused by the claims: counted from its
@@ -89,7 +89,7 @@ class Size:
 
 SIZES = {
     "ci": Size(
-        jobs=60,
+        jobs=100,
         clients=10,
         kills=6,
         scan_share=0.15,
@@ -115,7 +115,6 @@ SIZES = {
 }
 # When the faults strike: Redis once this share of the jobs is accepted, PostgreSQL once this share
 # is accepted and Redis is back (one outage at a time, so each one's refusals are its own).
-PARTITION_AT = 0.1
 REDIS_AT = 0.4
 POSTGRES_AT = 0.65
 # Above this a claim is handed on by the sweep; the partition outlasts it so that the cut-off
@@ -633,11 +632,8 @@ def accepted(docs: list[Doc]) -> int:
 
 
 def redis_outage(stack: Stack, size: Size, docs: list[Doc], figures: Figures, stop: threading.Event, out: dict) -> None:
-    """Kill Redis once REDIS_AT of the jobs are accepted (and any partition has healed: one fault
-    at a time); restart it empty after outage_s."""
-    while not stop.is_set() and (
-        accepted(docs) < REDIS_AT * len(docs) or (stack.hosts and "settled_at" not in out.get("partition", {}))
-    ):
+    """Kill Redis once REDIS_AT of the jobs are accepted; restart it empty after outage_s."""
+    while not stop.is_set() and accepted(docs) < REDIS_AT * len(docs):
         time.sleep(0.2)
     if stop.is_set():
         return
@@ -653,7 +649,13 @@ def redis_outage(stack: Stack, size: Size, docs: list[Doc], figures: Figures, st
 
 
 def postgres_outage(
-    stack: Stack, size: Size, docs: list[Doc], figures: Figures, stop: threading.Event, redis: dict, out: dict
+    stack: Stack,
+    size: Size,
+    docs: list[Doc],
+    figures: Figures,
+    stop: threading.Event,
+    redis: dict,
+    out: dict,
 ) -> None:
     """Crash PostgreSQL (every process SIGKILLed) once POSTGRES_AT of the jobs are accepted and
     Redis is back; start it again on the same port and data directory after pg_outage_s. Web,
@@ -713,11 +715,13 @@ def _task_ended(logs, task_id: str) -> bool:
     return False
 
 
-def partition(stack: Stack, size: Size, docs: list[Doc], stop: threading.Event, out: dict) -> None:
-    """Cut host1 off from Redis and PostgreSQL for partition_s once PARTITION_AT of the jobs are
-    accepted and its workers hold claims (pages they are laying out or recognising); then heal."""
+def partition(stack: Stack, size: Size, docs: list[Doc], stop: threading.Event, pg: dict, out: dict) -> None:
+    """Cut host1 off from Redis and PostgreSQL for partition_s once PostgreSQL is back from its
+    outage (one fault at a time) and host1's workers hold claims (pages they are laying out or
+    recognising); then heal, and wait for its held tasks to end (``settled_at``). The run waits
+    for this thread before it ends: the late writes come after the heal."""
     host = stack.hosts[0]
-    while not stop.is_set() and accepted(docs) < PARTITION_AT * len(docs):
+    while not stop.is_set() and "up_at" not in pg:
         time.sleep(0.2)
     holding: list[dict] = []
     while not stop.is_set() and not holding:
@@ -760,7 +764,7 @@ def run(size: Size, seed: int) -> dict:
     stack = Stack(hosts=size.hosts)
     figures = Figures()
     cut: dict = {}
-    outage: dict = {"partition": cut}
+    outage: dict = {}
     kills: list[dict] = []
     restarts: list[dict] = []
     pg_outage: dict = {}
@@ -774,19 +778,22 @@ def run(size: Size, seed: int) -> dict:
         key = stack.manage("create_api_key", "chaos")
         base = f"http://127.0.0.1:{stack.web_port}"
         ready = time.monotonic()
+        partitioner = (
+            threading.Thread(target=partition, args=(stack, size, docs, stop, pg_outage, cut), daemon=True)
+            if stack.hosts
+            else None
+        )
         fault_threads = [
             threading.Thread(target=killer, args=(stack, size, stop, kills, rng), daemon=True),
             supervising,
             threading.Thread(target=redis_outage, args=(stack, size, docs, figures, stop, outage), daemon=True),
             threading.Thread(
-                target=postgres_outage, args=(stack, size, docs, figures, stop, outage, pg_outage), daemon=True
+                target=postgres_outage,
+                args=(stack, size, docs, figures, stop, outage, pg_outage),
+                daemon=True,
             ),
             threading.Thread(target=load_sampler, args=(stop, loads), daemon=True),
-            *(
-                [threading.Thread(target=partition, args=(stack, size, docs, stop, cut), daemon=True)]
-                if stack.hosts
-                else []
-            ),
+            *([partitioner] if partitioner else []),
             *(
                 threading.Thread(target=watcher, args=(base, key, docs, figures, stop, seed + i), daemon=True)
                 for i in range(WATCHERS)
@@ -815,6 +822,10 @@ def run(size: Size, seed: int) -> dict:
         for thread in clients:
             thread.join()
         drained = time.monotonic()
+        if partitioner:
+            # The cut-off host's late writes come after the heal: wait for them (the held page
+            # was taken over, so the clients may finish first).
+            partitioner.join(timeout=size.partition_s + SETTLE_S + 60)
         stop.set()
         for thread in fault_threads:
             thread.join(timeout=60)
