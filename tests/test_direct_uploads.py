@@ -29,9 +29,8 @@ from rest_framework.test import APIClient
 
 from apps.api.models import Tenant, TenantAPIKey
 from apps.jobs.models import DirectUpload, Job
-from tests.conftest import ROOT, dev_file
-from tests.test_storage_azure import CONTAINER, azurite  # noqa: F401 (fixture)
-from tests.test_storage_s3 import BUCKET, CREDENTIALS, REGION, s3_endpoint  # noqa: F401 (fixture)
+from tests.support.documents import ROOT, dev_file
+from tests.support.object_stores import BUCKET, CONTAINER, CREDENTIALS, REGION, azurite, s3_endpoint  # noqa: F401 (fixtures)
 
 PDF = dev_file("multi_page.pdf")
 PNG_HEAD = b"\x89PNG\r\n\x1a\n"

@@ -16,9 +16,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.jobs.models import Job, Page, StageEvent
-from tests.conftest import dev_file, upload, wait_for_job
-from tests.queues import Broker
-from workers.content.accuracy import strip_markdown, word_scores
+from bench.accuracy import strip_markdown, word_scores
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.queues import Broker
 from workers.sweep import resend_lost_work
 
 

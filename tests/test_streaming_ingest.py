@@ -15,7 +15,8 @@ import pymupdf
 import pytest
 
 from apps.jobs.models import Job, Page, StageEvent
-from tests.conftest import dev_file, upload, wait_for_job
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
 
 # Long enough that rendering it takes several times one page's recognition.
 STREAM_PAGES = 40

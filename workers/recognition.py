@@ -15,16 +15,15 @@ from dataclasses import replace
 from datetime import datetime
 from typing import NamedTuple
 
-from django.conf import settings
 from django.db import transaction
 
 from apps.jobs import enqueue, services, states
 from apps.jobs.models import Job, Page, Region
 from ocrsite.celery import app
-from ocrsite.vocabulary import ErrorCode, TaskName
+from ocrsite.vocabulary import TaskName
 from workers import engine_setup
 from workers.content import labels
-from workers.engines.base import EngineError, Recognition, Recognizer
+from workers.engines.base import Recognition, Recognizer
 from workers.regions import apply_text, box_of, create_region, load_image, renumber
 from workers.retry import PipelineTask
 from workers.stage import PageStage
@@ -51,7 +50,6 @@ def recognize_page(page_id: int) -> None:
 
 def _read(pages: list[Page]) -> Read:
     [page] = pages
-    _inject_fault(page)
     image = load_image(page)
     regions = list(page.regions.order_by("order"))
     engine = engine_setup.recognizer(page.job.engine)
@@ -88,12 +86,3 @@ def _write(pages: list[Page], read: Read, started: datetime, elapsed_ms: int) ->
 def _cancel_check(job_id) -> Callable[[], bool]:
     """Polled by long-running recognizers (vLLM) so a cancel aborts requests in flight."""
     return lambda: Job.objects.filter(pk=job_id, status=Job.Status.CANCELLED).exists()
-
-
-def _inject_fault(page: Page) -> None:
-    """Test-only fault injection through configuration: OCR_FAIL_PAGES lists page numbers
-    (1-based) that fail permanently, so retry can be exercised on a real worker."""
-    if str(page.index + 1) in settings.OCR_FAIL_PAGES:
-        raise EngineError(
-            ErrorCode.ENGINE_INJECTED_FAULT, f"page {page.index + 1} is listed in OCR_FAIL_PAGES", permanent=True
-        )

@@ -12,9 +12,9 @@ router.register("api/v1/jobs", views.JobViewSet, basename="job")
 urlpatterns = [
     path("api/v1/uploads", views.create_upload, name="upload-create"),
     path("api/v1/uploads/<uuid:upload_id>/content", uploads.receive_content, name="upload-content"),
-    path("process", views.process, name="seed-process"),
-    path("status/<uuid:task_id>", views.seed_status, name="seed-status"),
-    path("health", views.health, name="seed-health"),
+    path("process", views.gateway_process, name="gateway-process"),
+    path("status/<uuid:task_id>", views.gateway_status, name="gateway-status"),
+    path("health", views.health, name="gateway-health"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     *router.urls,

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0008_engine_catalogue'),
+        ('jobs', '0009_region_task'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
