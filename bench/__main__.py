@@ -26,6 +26,7 @@ BENCHMARKS = {
         "run",
         "PDF page reading in ingest's budgeted child vs in process; poison pages",
     ),
+    "bigdocs": ("bench.bigdocs", "run", "2,000-page born-digital and 300-page scanned PDFs: RSS, first page, pages/s"),
     "cpu-knobs": ("bench.cpu_engine", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
 DEFAULT = ("cpu-engine", "text-layer", "pipeline", "ingest", "tables", "orientation")

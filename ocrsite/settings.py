@@ -162,8 +162,13 @@ STORAGES = {
 }
 
 # --- Limits on input -----------------------------------------------------------------------
+# Through the web tier (multipart POST /api/v1/jobs); bigger documents go straight to storage.
 OCR_MAX_UPLOAD_BYTES = env_int("OCR_MAX_UPLOAD_BYTES", 10 * 1024 * 1024)
-OCR_MAX_PAGES = env_int("OCR_MAX_PAGES", 200)
+# A tenant's defaults for one document (direct uploads); apps.api.limits may override per tenant.
+OCR_MAX_DOCUMENT_BYTES = env_int("OCR_MAX_DOCUMENT_BYTES", 2 * 1024 * 1024 * 1024)
+OCR_MAX_PAGES = env_int("OCR_MAX_PAGES", 5000)
+# A presigned upload URL's lifetime: long enough to send 2 GiB on a slow link, short enough to leak little.
+OCR_UPLOAD_URL_SECONDS = env_int("OCR_UPLOAD_URL_SECONDS", 900)
 OCR_MAX_IMAGE_PIXELS = env_int("OCR_MAX_IMAGE_PIXELS", 60_000_000)
 # Uploads larger than this spool to a temp file instead of RAM.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024

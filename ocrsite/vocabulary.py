@@ -82,7 +82,14 @@ class ErrorCode(StrEnum):
     INPUT_TOO_MANY_PAGES = "input:too-many-pages"
     INPUT_IMAGE_TOO_LARGE = "input:image-too-large"
     INPUT_TOO_COMPLEX = "input:too-complex"  # a page cost more than its budget (CPU, memory, text) to read
+    INPUT_TYPE_MISMATCH = "input:type-mismatch"  # the bytes are not the declared content type
     IDEMPOTENCY_CONFLICT = "idempotency:conflict"
+    # Direct-to-storage uploads (POST /api/v1/uploads, then a job from the upload id).
+    UPLOAD_NOT_FOUND = "upload:not-found"
+    UPLOAD_EXPIRED = "upload:expired"
+    UPLOAD_MISSING = "upload:missing"  # no object arrived in storage under the slot
+    UPLOAD_SIZE_MISMATCH = "upload:size-mismatch"
+    UPLOAD_BAD_TOKEN = "upload:bad-token"
     # Jobs and pages.
     JOB_NOT_FOUND = "job:not-found"
     JOB_NOT_READY = "job:not-ready"
@@ -120,6 +127,7 @@ class ErrorCode(StrEnum):
     REQUEST_BAD_STATUS = "request:bad-status"
     REQUEST_BAD_FORMAT = "request:bad-format"
     REQUEST_BAD_IDEMPOTENCY_KEY = "request:bad-idempotency-key"
+    REQUEST_BAD_PAGES = "request:bad-pages"
     # Identity and limits.
     AUTH_NOT_AUTHENTICATED = "auth:not-authenticated"
     AUTH_INVALID_CREDENTIALS = "auth:invalid-credentials"

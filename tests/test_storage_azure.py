@@ -13,13 +13,6 @@ admin's page image streamed from the container, then the retention purge deletin
 
 from __future__ import annotations
 
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -34,70 +27,10 @@ from django.utils import timezone
 
 from apps.jobs import services
 from apps.jobs.models import Job, Page
-from tests.support.documents import ROOT, dev_file
+from tests.support.documents import dev_file
 from tests.support.jobs_api import upload, wait_for_job
+from tests.support.object_stores import CONTAINER, azurite  # noqa: F401 (fixture)
 from tests.support.queues import Broker
-
-AZURITE = ROOT / "tests" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
-CONTAINER = "ocr-test"
-# Azurite's documented development account (public, the same in every Azurite).
-ACCOUNT = "devstoreaccount1"
-KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _installed() -> Path:
-    if not AZURITE.exists():
-        if shutil.which("npm") is None:
-            pytest.skip("npm is absent, so Azurite (the Azure Storage emulator) cannot be installed")
-        subprocess.run(["bash", str(ROOT / ".ci" / "azurite.sh")], check=True, timeout=600)
-    return AZURITE
-
-
-@pytest.fixture(scope="module")
-def azurite() -> Iterator[str]:
-    """A running azurite-blob; yields its connection string, with the test container created."""
-    binary = _installed()
-    port = _free_port()
-    data = tempfile.mkdtemp(prefix="azurite-")
-    log = (Path(data) / "azurite.log").open("w")
-    proc = subprocess.Popen(
-        [str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", data, "--skipApiVersionCheck"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"azurite did not start:\n{(Path(data) / 'azurite.log').read_text()}") from None
-                time.sleep(0.2)
-        conn = (
-            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
-            f"BlobEndpoint=http://127.0.0.1:{port}/{ACCOUNT};"
-        )
-        from azure.storage.blob import BlobServiceClient
-
-        BlobServiceClient.from_connection_string(conn).create_container(CONTAINER)
-        yield conn
-    finally:
-        proc.send_signal(signal.SIGINT)  # azurite closes on Ctrl-C; SIGTERM leaves it waiting
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def _blobs(conn: str) -> set[str]:
@@ -111,7 +44,7 @@ def _files_under(root: Path) -> set[Path]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_job_through_azure_blob_storage(api, user, start_worker, worker, redis_client, azurite):
+def test_job_through_azure_blob_storage(api, user, start_worker, worker, redis_client, azurite):  # noqa: F811
     web_storage = {
         **settings.STORAGES,
         "default": {

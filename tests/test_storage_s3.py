@@ -9,51 +9,17 @@ takes the job.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 from celery import current_app
 from django.conf import settings
 from django.test import override_settings as settings_override
-from moto.server import ThreadedMotoServer
 
 from tests.support.documents import dev_file
 from tests.support.jobs_api import upload, wait_for_job
+from tests.support.object_stores import BUCKET, CREDENTIALS, REGION, s3_client, s3_endpoint  # noqa: F401 (fixture)
 from tests.support.queues import Broker
-
-BUCKET = "ocr-test"
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test-key", "AWS_SECRET_ACCESS_KEY": "test-secret"}
-REGION = "us-east-1"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    _client(endpoint).create_bucket(Bucket=BUCKET)
-    yield endpoint
-    server.stop()
-
-
-def _client(endpoint: str):
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name=REGION,
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-    )
 
 
 def _files_under(root: Path) -> set[Path]:
@@ -61,7 +27,7 @@ def _files_under(root: Path) -> set[Path]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_job_through_s3_storage(api, start_worker, worker, redis_client, s3_endpoint):
+def test_job_through_s3_storage(api, start_worker, worker, redis_client, s3_endpoint):  # noqa: F811
     env = {
         "OCR_STORAGE": "s3",
         "AWS_STORAGE_BUCKET_NAME": BUCKET,
@@ -105,7 +71,7 @@ def test_job_through_s3_storage(api, start_worker, worker, redis_client, s3_endp
     finally:
         s3_worker.stop()
 
-    keys = {o["Key"] for o in _client(s3_endpoint).list_objects_v2(Bucket=BUCKET).get("Contents", [])}
+    keys = {o["Key"] for o in s3_client(s3_endpoint).list_objects_v2(Bucket=BUCKET).get("Contents", [])}
     assert f"sources/{job_id}.tiff" in keys, keys
     assert f"pages/{job_id}/00000.png" in keys, keys
     assert {f"results/{job_id}.md", f"results/{job_id}.json"} <= keys, keys

@@ -42,7 +42,15 @@ from django.conf import settings
 from django.db.models import F
 
 from apps.jobs import services
-from apps.jobs.documents import InputError, encode_png, open_pdf, render_pdf_page, upright_scan
+from apps.jobs.documents import (
+    PDF_STORE_EVERY,
+    InputError,
+    encode_png,
+    open_pdf,
+    release_pdf_cache,
+    render_pdf_page,
+    upright_scan,
+)
 from apps.jobs.models import Job
 from ocrsite.vocabulary import ErrorCode
 from workers.engines import textlayer
@@ -128,21 +136,24 @@ class PageRequest:
 
 
 def read_pdf_pages(
-    data: bytes, indices: Sequence[int], request: PageRequest, budget: PageBudget
+    source: bytes | str, indices: Sequence[int], request: PageRequest, budget: PageBudget
 ) -> Iterator[TextPage | ImagePage]:
-    """The pages ``indices`` of the PDF ``data``, in that order, each read within ``budget``.
+    """The pages ``indices`` of the PDF ``source`` (its bytes, or a file's path), in that order, each read within ``budget``.
 
     Raises ``InputError`` with ``input:too-complex`` for the first page that exceeds its budget,
     or with the code the page's own reading raised (an image past the pixel cap, say).
     """
     if not indices:
         return
-    yield from _in_child(lambda send: _read_pages(data, indices, request, budget, send), budget)
+    yield from _in_child(lambda send: _read_pages(source, indices, request, budget, send), budget)
 
 
-def _read_pages(data: bytes, indices: Sequence[int], request: PageRequest, budget: PageBudget, send) -> None:
-    with open_pdf(data) as doc:
-        for index in indices:
+def _read_pages(source: bytes | str, indices: Sequence[int], request: PageRequest, budget: PageBudget, send) -> None:
+    with open_pdf(source) as doc:
+        for n, index in enumerate(indices):
+            if n % PDF_STORE_EVERY == 0:
+                # MuPDF keeps what it parsed of earlier pages; the child's memory is capped.
+                release_pdf_cache()
             # Re-armed per page: each page gets its own CPU seconds, whatever the ones before used.
             signal.setitimer(signal.ITIMER_PROF, budget.cpu_s)
             page = doc[index]

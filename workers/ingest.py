@@ -11,9 +11,11 @@ still waiting to be sent on); two deliveries at once are kept apart by a per-job
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -23,7 +25,7 @@ from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.jobs import enqueue, services, states
+from apps.jobs import enqueue, page_ranges, services, states
 from apps.jobs.documents import InputError, encode_png, load_image_frame, upright_scan
 from apps.jobs.models import Job, Page, StageEvent
 from ocrsite.celery import app
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 
 # Scans without a DPI tag: the common scanner default.
 DEFAULT_SCAN_DPI = 300
+SPOOL_CHUNK = 1 << 20
 
 
 @app.task(base=PipelineTask, name=TaskName.INGEST.value)
@@ -61,10 +64,10 @@ def split_document(job_id: str) -> None:
         if job.pages.count() < job.page_count and not budget.claim_attempt(job_id, "ingest"):
             return
         started = timezone.now()
+        send_on = _sender(job)
         try:
-            with default_storage.open(job.source.name, "rb") as fh:
-                data = fh.read()
-            waiting, created = _split_pages(job, data)
+            with local_copy(job.source.name) as path:
+                waiting, created = _split_pages(job, path, send_on)
         except SoftTimeLimitExceeded:
             limit = settings.OCR_INGEST_SOFT_LIMIT
             exc = InputError(ErrorCode.INPUT_TOO_COMPLEX, f"the document took longer than {limit} s to split")
@@ -79,13 +82,40 @@ def split_document(job_id: str) -> None:
         # A late duplicate that only re-sends waiting pages leaves no second event.
         if created or not StageEvent.objects.filter(job_id=job_id, stage="ingest").exists():
             services.record(job_id, "ingest", started=started, detail={"ocr_pages": len(waiting)})
-    if not waiting:
-        return
+
+
+def _sender(job: Job) -> Callable[[int], None]:
+    """Sends one stored page on to its next stage, as soon as the page's row is committed, so
+    layout and recognition start on the first pages while ingest renders the rest."""
     if engine_setup.for_job(job.engine).needs_layout:
-        transaction.on_commit(lambda: enqueue.detect_layout(waiting))
-    else:
-        ready = [pid for pid in waiting if services.move_page(pid, states.SKIP_LAYOUT)]
-        transaction.on_commit(lambda: enqueue.recognize(ready))
+        return lambda page_id: transaction.on_commit(lambda: enqueue.detect_layout([page_id]))
+
+    def skip_layout(page_id: int) -> None:
+        if services.move_page(page_id, states.SKIP_LAYOUT):
+            transaction.on_commit(lambda: enqueue.recognize([page_id]))
+
+    return skip_layout
+
+
+@contextmanager
+def local_copy(name: str) -> Iterator[str]:
+    """A path to the stored document that MuPDF and Pillow can read page by page.
+
+    Local storage gives its own file; remote storage (S3, Azure) is spooled to a temporary file
+    in chunks, so the document is never held whole in memory.
+    """
+    try:
+        path = default_storage.path(name)
+    except NotImplementedError:
+        path = None  # no local path: a remote backend
+    if path is not None:
+        yield path
+        return
+    with tempfile.NamedTemporaryFile(prefix="ocr-ingest-", suffix=".bin") as spool:
+        with default_storage.open(name, "rb") as fh:
+            shutil.copyfileobj(fh, spool, SPOOL_CHUNK)
+        spool.flush()
+        yield spool.name
 
 
 @contextmanager
@@ -113,10 +143,15 @@ def ingest_lock(job_id: str) -> Iterator[bool]:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
-def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
-    """Ids of the pages that wait for layout, and how many pages this call created."""
+def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[list[int], int]:
+    """Ids of the pages sent on to layout, and how many pages this call created.
+
+    One page at a time: read, stored, committed and sent on before the next is touched, so
+    memory holds one page image and the first pages are being read while the last are rendered.
+    """
     existing = {p.index: p for p in job.pages.all()}
     force_ocr = job.options.get("ocr") == "force"
+    spec = job.options.get("pages")
     dpi = settings.OCR_DPI
     waiting: list[int] = []
     created = 0
@@ -124,7 +159,7 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
         # Each page is read under its budget in a child process (workers/budget.py): a page that
         # asks for more ends the job as input:too-complex instead of taking the worker with it.
         unread = []
-        for index in range(job.page_count):
+        for index in page_ranges.indices(spec) if spec else range(job.page_count):
             page = existing.get(index)
             if page and page.status != Page.Status.QUEUED:
                 continue  # finished, or already sent on by an earlier delivery
@@ -132,6 +167,7 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
                 unread.append(index)
             else:
                 waiting.append(page.pk)
+                send_on(page.pk)
         request = budget.PageRequest(
             dpi=dpi,
             max_pixels=settings.OCR_MAX_IMAGE_PIXELS,
@@ -139,28 +175,29 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
             force_ocr=force_ocr,
             text_layer=engine_setup.text_layer(),
         )
-        for found in budget.read_pdf_pages(data, unread, request, page_budget()):
+        for found in budget.read_pdf_pages(path, unread, request, page_budget()):
+            created += 1
             if isinstance(found, budget.TextPage):
                 _finish_text_page(job, found, dpi)
-            else:
-                waiting.append(
-                    _store_page(
-                        job, found.index, found.png, found.dpi, found.width, found.height, found.size_pt, found.rotation
-                    ).pk
-                )
-            created += 1
+                continue
+            page = _store_page(
+                job, found.index, found.png, found.dpi, found.width, found.height, found.size_pt, found.rotation
+            )
+            waiting.append(page.pk)
+            send_on(page.pk)
     else:
-        for index in range(job.page_count):
+        for index in page_ranges.indices(spec) if spec else range(job.page_count):
             page = existing.get(index)
             if page and page.status != Page.Status.QUEUED:
                 continue
             if page is None or not page.image:
-                image, img_dpi = load_image_frame(data, index, settings.OCR_MAX_IMAGE_PIXELS)
+                image, img_dpi = load_image_frame(path, index, settings.OCR_MAX_IMAGE_PIXELS)
                 img_dpi = img_dpi or DEFAULT_SCAN_DPI
                 size_pt = (image.shape[1] * 72 / img_dpi, image.shape[0] * 72 / img_dpi)
                 page = _store_page_image(job, index, image, img_dpi, size_pt)
                 created += 1
             waiting.append(page.pk)
+            send_on(page.pk)
     return waiting, created
 
 

@@ -21,16 +21,18 @@ from rest_framework.decorators import (
     permission_classes,
     throttle_classes,
 )
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.auth import actor_of, owner_of, tenant_of
 from apps.api.errors import ApiError, input_status
-from apps.api.serializers import JobCreateSerializer, JobSerializer
+from apps.api.limits import inline_limits_for, limits_for
+from apps.api.serializers import JobCreateSerializer, JobSerializer, UploadCreateSerializer, UploadSerializer
 from apps.api.throttles import PollThrottle, SubmissionThrottle, admission
-from apps.jobs import services
+from apps.api.uploads import presign
+from apps.jobs import direct_uploads, page_ranges, partial, services
 from apps.jobs.documents import InputError
 from apps.jobs.models import Job
 from ocrsite.celery import app as celery_app
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 
 # multipart framing around the file; a body bigger than limit + this cannot hold a legal file
 MULTIPART_SLACK = 64 * 1024
+DIRECT_HINT = "the limit through this endpoint is {} bytes; send bigger documents with POST /api/v1/uploads"
 # Idempotency keys are client-chosen tokens (a UUID, typically): printable ASCII, bounded.
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 IDEMPOTENCY_HEADER = OpenApiParameter(
@@ -56,22 +59,17 @@ def accept_upload(request: Request) -> Job:
     """Shared by /api/v1/jobs and the course gateway's /process: size, type, pages, then submit."""
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > settings.OCR_MAX_UPLOAD_BYTES + MULTIPART_SLACK:
-        raise ApiError(413, ErrorCode.INPUT_TOO_LARGE, f"the limit is {settings.OCR_MAX_UPLOAD_BYTES} bytes")
+        raise ApiError(413, ErrorCode.INPUT_TOO_LARGE, DIRECT_HINT.format(settings.OCR_MAX_UPLOAD_BYTES))
+    if "upload" in request.data:
+        return accept_direct(request)
     serializer = JobCreateSerializer(data=request.data)
     if getattr(request._request, "upload_too_large", False):
-        raise ApiError(413, ErrorCode.INPUT_TOO_LARGE, f"the limit is {settings.OCR_MAX_UPLOAD_BYTES} bytes")
+        raise ApiError(413, ErrorCode.INPUT_TOO_LARGE, DIRECT_HINT.format(settings.OCR_MAX_UPLOAD_BYTES))
     serializer.is_valid(raise_exception=True)
     upload = serializer.validated_data["file"]
-    key = request.headers.get("Idempotency-Key", "")
-    if key and not _IDEMPOTENCY_KEY.fullmatch(key):
-        raise ApiError(
-            400, ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY, "Idempotency-Key must be 1-255 printable ASCII characters"
-        )
+    key = idempotency_key(request)
     tenant = tenant_of(request)
-    options = {"ocr": serializer.validated_data.get("ocr", "auto")}
-    callback = serializer.validated_data.get("callback_url") or getattr(request.auth, "webhook_url", "")
-    if callback:
-        options["callback_url"] = callback
+    options = job_options(request, serializer.validated_data)
     try:
         return services.submit(
             services.Upload(stream=upload.file, filename=upload.name or "", size=upload.size),
@@ -81,6 +79,52 @@ def accept_upload(request: Request) -> Job:
             options=options,
             idempotency_key=key,
             admit=admission(tenant),
+            limits=inline_limits_for(tenant),
+        )
+    except InputError as exc:
+        raise ApiError(input_status(exc.code), exc.code, exc.message) from exc
+
+
+def idempotency_key(request: Request) -> str:
+    key = request.headers.get("Idempotency-Key", "")
+    if key and not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise ApiError(
+            400, ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY, "Idempotency-Key must be 1-255 printable ASCII characters"
+        )
+    return key
+
+
+def job_options(request: Request, data: dict) -> dict:
+    options = {"ocr": data.get("ocr", "auto")}
+    callback = data.get("callback_url") or getattr(request.auth, "webhook_url", "")
+    if callback:
+        options["callback_url"] = callback
+    if "pages" in data:
+        try:
+            # The syntax now, before any bytes are read; the page count once the probe knows it.
+            page_ranges.parse(data["pages"])
+        except InputError as exc:
+            raise ApiError(input_status(exc.code), exc.code, exc.message) from exc
+        options["pages"] = data["pages"]
+    return options
+
+
+def accept_direct(request: Request) -> Job:
+    """A job from a direct upload: the slot's object is checked and probed where it lies."""
+    serializer = JobCreateSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    tenant = tenant_of(request)
+    options = job_options(request, serializer.validated_data)
+    try:
+        return direct_uploads.submit_uploaded(
+            serializer.validated_data["upload"],
+            tenant=tenant,
+            owner=owner_of(request),
+            engine=serializer.validated_data.get("engine"),
+            options=options,
+            limits=limits_for(tenant),
+            admit=admission(tenant),
+            idempotency_key=idempotency_key(request),
         )
     except InputError as exc:
         raise ApiError(input_status(exc.code), exc.code, exc.message) from exc
@@ -93,9 +137,47 @@ def accepted(job: Job) -> tuple[int, dict[str, str]]:
     return status.HTTP_202_ACCEPTED, {}
 
 
+@extend_schema(
+    request=UploadCreateSerializer,
+    responses={201: UploadSerializer},
+    description="Open a direct upload for a big document: send its bytes to the returned URL, then "
+    "POST /api/v1/jobs with upload=<id>. The URL is bound to the tenant, the exact size and the "
+    "content type, and expires after OCR_UPLOAD_URL_SECONDS.",
+)
+@api_view(["POST"])
+@throttle_classes([SubmissionThrottle])
+def create_upload(request: Request) -> Response:
+    serializer = UploadCreateSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    tenant = tenant_of(request)
+    try:
+        slot = direct_uploads.open_slot(
+            tenant=tenant,
+            owner=owner_of(request),
+            filename=serializer.validated_data["filename"],
+            size=serializer.validated_data["size"],
+            content_type=serializer.validated_data["content_type"],
+            limits=limits_for(tenant),
+        )
+    except InputError as exc:
+        raise ApiError(input_status(exc.code), exc.code, exc.message) from exc
+    signed = presign(slot, request)
+    body = {
+        "id": slot.pk,
+        "method": signed.method,
+        "url": signed.url,
+        "fields": signed.fields,
+        "headers": signed.headers,
+        "size": slot.size_bytes,
+        "content_type": slot.content_type,
+        "expires_at": slot.expires_at,
+    }
+    return Response(UploadSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = JobSerializer
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = [MultiPartParser, FormParser, JSONParser]
     # Anything else is not a job id: a plain 404 from the URL resolver, never a database error.
     lookup_value_regex = "[0-9a-fA-F-]{32,36}"
 
@@ -149,7 +231,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
-        parameters=[OpenApiParameter("format", str, enum=["markdown", "json"], default="markdown")],
+        parameters=[
+            OpenApiParameter("format", str, enum=["markdown", "json"], default="markdown"),
+            OpenApiParameter(
+                "partial", bool, description="before the job is done: every page's status and the done pages' text"
+            ),
+        ],
         responses={(200, "text/markdown"): OpenApiTypes.STR, (200, "application/json"): OpenApiTypes.OBJECT},
     )
     @action(detail=True, methods=["get"], url_path="result", url_name="result")
@@ -159,6 +246,11 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         if fmt not in ("markdown", "json"):
             raise ApiError(400, ErrorCode.REQUEST_BAD_FORMAT, "format must be markdown or json")
         if job.status != Job.Status.DONE:
+            if request.query_params.get("partial") in ("1", "true"):
+                # What is done so far, before the job ends (and of a failed job, what did not fail).
+                if fmt == "json":
+                    return JsonResponse(partial.partial_pages(job))
+                return HttpResponse(partial.partial_markdown(job), content_type="text/markdown; charset=utf-8")
             raise ApiError(409, ErrorCode.JOB_NOT_READY, f"the job is {job.status}")
         field = job.result_markdown if fmt == "markdown" else job.result_json
         data = _read_result(job, field.name)

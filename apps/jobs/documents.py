@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -80,11 +81,15 @@ def probe(stream: BinaryIO, *, max_pages: int, max_pixels: int) -> Probe:
             "not a PDF, PNG, JPEG, TIFF, WebP or BMP (type is read from the file's bytes)",
         )
     stream.seek(0)
-    data = stream.read()
     if kind == "pdf":
-        pages = _probe_pdf(data, max_pages=max_pages)
+        # A file on disk (a spooled upload) is opened by path: MuPDF reads only what it needs,
+        # and a 2 GB document is never copied into memory.
+        path = getattr(stream, "name", None)
+        pages = _probe_pdf(
+            path if isinstance(path, str) and Path(path).is_file() else stream.read(), max_pages=max_pages
+        )
     else:
-        pages = _probe_image(data, max_pages=max_pages, max_pixels=max_pixels)
+        pages = _probe_image(stream.read(), max_pages=max_pages, max_pixels=max_pixels)
     return Probe(kind=kind, page_count=pages)
 
 
@@ -92,9 +97,10 @@ def _too_many(pages: int, max_pages: int) -> InputError:
     return InputError(ErrorCode.INPUT_TOO_MANY_PAGES, f"{pages} pages; the limit is {max_pages}")
 
 
-def open_pdf(data: bytes) -> pymupdf.Document:
+def open_pdf(data: bytes | str) -> pymupdf.Document:
+    """A PDF from its bytes or from a file's path (MuPDF then reads the file as it needs it)."""
     try:
-        doc = pymupdf.open(stream=data, filetype="pdf")
+        doc = pymupdf.open(data, filetype="pdf") if isinstance(data, str) else pymupdf.open(stream=data, filetype="pdf")
     except Exception as exc:  # PyMuPDF raises its own FileDataError and plain RuntimeErrors
         raise InputError(ErrorCode.INPUT_CORRUPT, f"the PDF cannot be read: {exc}") from exc
     if doc.needs_pass or doc.is_encrypted:
@@ -103,7 +109,7 @@ def open_pdf(data: bytes) -> pymupdf.Document:
     return doc
 
 
-def _probe_pdf(data: bytes, *, max_pages: int) -> int:
+def _probe_pdf(data: bytes | str, *, max_pages: int) -> int:
     with open_pdf(data) as doc:
         try:
             count = doc.page_count
@@ -163,6 +169,16 @@ def _probe_image(data: bytes, *, max_pages: int, max_pixels: int) -> int:
 
 
 # --- pages as pixels -------------------------------------------------------------------------
+
+# MuPDF keeps fonts and objects of every page it read in its store (up to 256 MB): over a
+# 2,000-page document that is most of ingest's memory. Emptied every this many pages, memory stays
+# flat; a page's shared fonts are re-read at most once per this many pages.
+PDF_STORE_EVERY = 25
+
+
+def release_pdf_cache() -> None:
+    """Empty MuPDF's object store (fonts, images, parsed objects of pages already read)."""
+    pymupdf.TOOLS.store_shrink(100)
 
 
 def render_pdf_page(page: pymupdf.Page, dpi: int, max_pixels: int) -> tuple[np.ndarray, int]:
@@ -305,10 +321,12 @@ def _bands(ink: np.ndarray) -> _Bands:
     return _Bands((above - below) / total if total else 0.0, regular, len(heights))
 
 
-def load_image_frame(data: bytes, frame: int, max_pixels: int) -> tuple[np.ndarray, int]:
-    """Decode one frame as RGB, EXIF orientation applied. Returns (image, dpi or 0 when unknown)."""
+def load_image_frame(data: bytes | str, frame: int, max_pixels: int) -> tuple[np.ndarray, int]:
+    """Decode one frame as RGB, EXIF orientation applied. Returns (image, dpi or 0 when unknown).
+
+    ``data`` is the file's bytes or its path (Pillow then reads only the frame it decodes)."""
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with Image.open(data if isinstance(data, str) else io.BytesIO(data)) as img:
             img.seek(frame)
             # After the seek: each frame of a TIFF has its own size (the probe checked them too).
             if img.width * img.height > max_pixels:

@@ -232,3 +232,27 @@ class StageEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stage} {self.outcome}"
+
+
+class DirectUpload(models.Model):
+    """A presigned slot in object storage for one document that the client sends there itself.
+
+    Bound at creation to a tenant, an exact size and a content type, and valid until
+    ``expires_at``. The bytes never pass through the web tier; ``services.submit_uploaded`` turns
+    the slot into a job once, after checking the stored object against what was declared.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    tenant = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    filename = models.CharField(max_length=255, blank=True, default="")
+    content_type = models.CharField(max_length=64)
+    size_bytes = models.BigIntegerField()
+    key = models.CharField(max_length=255, unique=True, help_text="the object's name in default storage")
+    expires_at = models.DateTimeField()
+    # Set once, by the conditional UPDATE that consumes the slot; a second job from it is refused.
+    job = models.OneToOneField(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="direct_upload")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.filename or self.pk} ({self.size_bytes} bytes)"

@@ -35,6 +35,10 @@ from ocrclient.models import Document, Job
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 Source = str | os.PathLike | bytes | IO[bytes]
 ProgressCallback = Callable[[Job], None]
+# Above this a document goes straight to object storage (POST /api/v1/uploads) instead of through
+# the web tier, whose own limit is 10 MiB by default.
+DIRECT_UPLOAD_ABOVE = 8 * 1024 * 1024
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -88,15 +92,66 @@ def _auth_headers(api_key: str | None, token: str | None) -> dict[str, str]:
     return {}
 
 
-def _payload(source: Source, filename: str | None) -> tuple[str, bytes]:
-    """The bytes once, so every retry sends the same document."""
+@dataclass(frozen=True)
+class _Document:
+    """A document to send: a file's path (read as it is sent, never whole) or its bytes."""
+
+    name: str
+    size: int
+    path: Path | None = None
+    data: bytes | None = None
+
+    def head(self, n: int = 1024) -> bytes:
+        if self.data is not None:
+            return self.data[:n]
+        with self.path.open("rb") as fh:
+            return fh.read(n)
+
+    def read(self) -> bytes:
+        return self.data if self.data is not None else self.path.read_bytes()
+
+
+def _document(source: Source, filename: str | None) -> _Document:
+    """Read once (or stat once), so every retry sends the same document."""
     if isinstance(source, bytes):
-        return filename or "document", source
+        return _Document(filename or "document", len(source), data=source)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        return filename or path.name, path.read_bytes()
+        return _Document(filename or path.name, path.stat().st_size, path=path)
     data = source.read()
-    return filename or Path(getattr(source, "name", "document")).name, data
+    return _Document(filename or Path(getattr(source, "name", "document")).name, len(data), data=data)
+
+
+def content_type_of(head: bytes) -> str:
+    """The declared type of a direct upload, from the magic bytes (the server checks them again)."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"II*\x00", b"MM\x00*")):
+        return "image/tiff"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    if head.startswith(b"BM"):
+        return "image/bmp"
+    return "application/pdf"  # the header may sit anywhere in the first KiB; the server decides
+
+
+def _slot_request(doc: _Document) -> dict[str, Any]:
+    return {"filename": doc.name, "size": doc.size, "content_type": content_type_of(doc.head())}
+
+
+def _bucket_request(slot: dict[str, Any], doc: _Document, body: Any) -> dict[str, Any]:
+    """httpx arguments that send ``body`` as the presigned slot says (POST form or PUT)."""
+    if slot["method"] == "POST":
+        return {"data": slot["fields"], "files": {"file": (doc.name, body, slot["content_type"])}}
+    return {"content": body, "headers": {**slot["headers"], "Content-Length": str(doc.size)}}
+
+
+async def _chunks(path: Path):
+    with path.open("rb") as fh:
+        while chunk := await asyncio.to_thread(fh.read, _CHUNK):
+            yield chunk
 
 
 def _check(response: httpx.Response) -> httpx.Response:
@@ -123,7 +178,11 @@ class _Base:
         token: str | None = None,
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
+        direct_upload_above: int | None = None,
     ) -> None:
+        if direct_upload_above is None:
+            direct_upload_above = int(os.environ.get("OCR_DIRECT_UPLOAD_ABOVE") or DIRECT_UPLOAD_ABOVE)
+        self.direct_upload_above = direct_upload_above
         self.base_url = (base_url or os.environ.get("OCR_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         if api_key is None and token is None:
             api_key = os.environ.get("OCR_API_KEY") or None
@@ -165,17 +224,41 @@ class Client(_Base):
         ocr: str | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
-        """Upload a document; returns at once with the queued job (``job.replayed`` on a repeat key)."""
-        name, data = _payload(source, filename)
+        """Upload a document; returns at once with the queued job (``job.replayed`` on a repeat key).
+
+        Above ``direct_upload_above`` bytes the document goes straight to object storage through a
+        presigned upload, then the job is created from it."""
+        doc = _document(source, filename)
         key = idempotency_key or str(uuid.uuid4())
-        response = self._request(
-            "POST",
-            "/api/v1/jobs",
-            files={"file": (name, data)},
-            data=_submit_fields(engine, ocr),
-            headers={"Idempotency-Key": key},
-        )
+        if doc.size > self.direct_upload_above:
+            slot = self._request("POST", "/api/v1/uploads", json=_slot_request(doc)).json()
+            self._send_to_bucket(slot, doc)
+            response = self._request(
+                "POST",
+                "/api/v1/jobs",
+                json={"upload": slot["id"], **_submit_fields(engine, ocr)},
+                headers={"Idempotency-Key": key},
+            )
+        else:
+            response = self._request(
+                "POST",
+                "/api/v1/jobs",
+                files={"file": (doc.name, doc.read())},
+                data=_submit_fields(engine, ocr),
+                headers={"Idempotency-Key": key},
+            )
         return Job.from_api(response.json(), replayed=response.headers.get("Idempotent-Replayed") == "true")
+
+    def _send_to_bucket(self, slot: dict[str, Any], doc: _Document) -> None:
+        # Not self._http: the bucket must not see our API credentials, and the URL is absolute.
+        with httpx.Client(timeout=httpx.Timeout(self.timeout, write=None)) as bucket:
+            for attempt in Retrying(**_retrying_kwargs(self.retry)):
+                with attempt:
+                    if doc.path is None:
+                        _check(bucket.request(slot["method"], slot["url"], **_bucket_request(slot, doc, doc.data)))
+                    else:
+                        with doc.path.open("rb") as fh:
+                            _check(bucket.request(slot["method"], slot["url"], **_bucket_request(slot, doc, fh)))
 
     def get(self, job_id: str) -> Job:
         return Job.from_api(self._request("GET", f"/api/v1/jobs/{job_id}").json())
@@ -271,16 +354,36 @@ class AsyncClient(_Base):
         ocr: str | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
-        name, data = _payload(source, filename)
+        doc = _document(source, filename)
         key = idempotency_key or str(uuid.uuid4())
-        response = await self._request(
-            "POST",
-            "/api/v1/jobs",
-            files={"file": (name, data)},
-            data=_submit_fields(engine, ocr),
-            headers={"Idempotency-Key": key},
-        )
+        if doc.size > self.direct_upload_above:
+            slot = (await self._request("POST", "/api/v1/uploads", json=_slot_request(doc))).json()
+            await self._send_to_bucket(slot, doc)
+            response = await self._request(
+                "POST",
+                "/api/v1/jobs",
+                json={"upload": slot["id"], **_submit_fields(engine, ocr)},
+                headers={"Idempotency-Key": key},
+            )
+        else:
+            response = await self._request(
+                "POST",
+                "/api/v1/jobs",
+                files={"file": (doc.name, doc.read())},
+                data=_submit_fields(engine, ocr),
+                headers={"Idempotency-Key": key},
+            )
         return Job.from_api(response.json(), replayed=response.headers.get("Idempotent-Replayed") == "true")
+
+    async def _send_to_bucket(self, slot: dict[str, Any], doc: _Document) -> None:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout, write=None)) as bucket:
+            async for attempt in AsyncRetrying(**_retrying_kwargs(self.retry)):
+                with attempt:
+                    if doc.path is not None and slot["method"] == "PUT":
+                        body: Any = _chunks(doc.path)
+                    else:
+                        body = doc.read()  # a multipart form is built from bytes in an async client
+                    _check(await bucket.request(slot["method"], slot["url"], **_bucket_request(slot, doc, body)))
 
     async def get(self, job_id: str) -> Job:
         return Job.from_api((await self._request("GET", f"/api/v1/jobs/{job_id}")).json())

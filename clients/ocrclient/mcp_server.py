@@ -44,6 +44,9 @@ from ocrclient.models import Document, Job
 
 PARSE_CEILING_S = 30.0  # parse_document blocks at most this long, then hands back the job id
 MAX_REMOTE_BYTES = 10 * 1024 * 1024  # base64 is for small files; larger ones go by URI
+# An object read by URI is passed on by the client, which sends anything above its threshold
+# straight to the platform's storage (POST /api/v1/uploads), not through the web tier.
+MAX_URI_BYTES = 256 * 1024 * 1024
 CHARS_PER_TOKEN = 4  # a rough, conservative-enough estimate for deciding inline vs file
 PREVIEW_CHARS = 600
 BEGIN = "<<<BEGIN UNTRUSTED OCR OUTPUT"
@@ -445,12 +448,12 @@ def _remote_bytes(
         except ImportError as exc:
             raise ToolError("this server has no object-storage support (boto3 is not installed)") from exc
         try:
-            body = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read(MAX_REMOTE_BYTES + 1)
+            body = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read(MAX_URI_BYTES + 1)
         except Exception:
             # One answer for missing, forbidden and unreachable: the caller learns nothing about
             # what exists where the server's role reaches.
             raise ToolError(_UNREADABLE) from None
-        if len(body) > MAX_REMOTE_BYTES:
+        if len(body) > MAX_URI_BYTES:
             raise ToolError("the object is larger than this server accepts; submit it through the API")
         return Path(key).name or "document", body
     if len(document_base64) > MAX_REMOTE_BYTES * 4 // 3 + 4:

@@ -22,6 +22,14 @@ of the phototest scan) and poll them:
   not restarted: the API answers 503 ``busy:database`` meanwhile (clients retry), tasks that hit
   the outage retry and then the sweep re-sends them, and every accepted job must complete.
 
+- Partition: beside the machine's own workers, worker *hosts* (tests/chaos/hosts.py), each a
+  network namespace with its own address and one worker per queue, reaching Redis and
+  PostgreSQL through a veth link. Once PostgreSQL is back from its crash and a host's workers
+  hold claims (``celery inspect active``), every packet between that host and Redis/PostgreSQL is
+  dropped for partition_s, longer than OCR_STALE_AFTER, so the sweep hands its pages to the other
+  hosts; then the link heals. Its late writes must be refused by the claims: counted from its
+  workers' "claim lost" lines; no page may be recognised twice (stage events), none lost.
+
 Every answer's status is counted (a 503 with its code), over the run and per outage; any 5xx but
 a 503 fails the run. Exit status 0 only when nothing was lost; the figures are printed and
 written as JSON to tests/artifacts/chaos/report.json. The VLM outage is tests/test_vlm_outage.py.
@@ -57,6 +65,8 @@ import redis
 import requests
 from PIL import Image
 
+from tests.chaos import hosts as worker_hosts
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts" / "chaos"
 PHOTOTEST = ROOT / "tests" / "data" / "phototest.tif"
@@ -73,11 +83,22 @@ class Size:
     outage_s: float  # how long Redis stays down
     pg_outage_s: float  # how long PostgreSQL stays down
     drain_timeout_s: float
+    hosts: int = 1  # worker hosts in network namespaces of their own, beside the machine's workers
+    partition_s: float = 45  # how long one host is cut off from Redis and PostgreSQL
 
 
 SIZES = {
     "ci": Size(
-        jobs=60, clients=10, kills=6, scan_share=0.15, kill_every_s=4, outage_s=8, pg_outage_s=8, drain_timeout_s=600
+        jobs=100,
+        clients=10,
+        kills=6,
+        scan_share=0.15,
+        kill_every_s=4,
+        outage_s=8,
+        pg_outage_s=8,
+        drain_timeout_s=600,
+        hosts=1,
+        partition_s=40,
     ),
     "full": Size(
         jobs=1000,
@@ -88,12 +109,18 @@ SIZES = {
         outage_s=10,
         pg_outage_s=20,
         drain_timeout_s=2400,
+        hosts=2,
+        partition_s=50,
     ),
 }
 # When the faults strike: Redis once this share of the jobs is accepted, PostgreSQL once this share
 # is accepted and Redis is back (one outage at a time, so each one's refusals are its own).
 REDIS_AT = 0.4
 POSTGRES_AT = 0.65
+# Above this a claim is handed on by the sweep; the partition outlasts it so that the cut-off
+# host's pages are taken over while it still holds them.
+STALE_AFTER_S = 25
+SETTLE_S = 90  # the longest the next fault waits for the cut-off host's late writes
 WATCHERS = 2  # readers polling beside the clients (``watcher``)
 
 
@@ -217,8 +244,9 @@ class Postgres:
 
     initdb and postgres refuse to run as root: as root they run as the ``postgres`` user."""
 
-    def __init__(self) -> None:
+    def __init__(self, listen: tuple[str, ...] = ("127.0.0.1",)) -> None:
         self.bin = postgres_bin()
+        self.listen = listen
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self.as_user: list[str] = []
@@ -244,13 +272,16 @@ class Postgres:
         out = subprocess.run(self.as_user + cmd, cwd=self.dir, capture_output=True, text=True, check=False)
         if out.returncode:
             raise RuntimeError(f"initdb failed: {out.stdout[-1000:]}{out.stderr[-2000:]}")
+        # The worker hosts connect from their own addresses, through their gateways.
+        with (self.data / "pg_hba.conf").open("a") as hba:
+            hba.write("host all all 10.0.0.0/8 trust\n")
 
     def start(self, timeout: float = 120) -> None:
         """Start the server on its port and data directory; return once it accepts queries (after
         crash recovery, on a restart)."""
         log = (ARTIFACTS / "postgres.log").open("a")
         cmd = [str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port)]
-        cmd += ["-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}"]
+        cmd += ["-c", f"listen_addresses={','.join(self.listen)}", "-c", f"unix_socket_directories={self.dir}"]
         # fsync only matters if the machine itself goes down; a killed server loses nothing the
         # kernel already holds, so crash recovery is the same without the cost on a shared box.
         cmd += ["-c", "fsync=off", "-c", "max_connections=200"]
@@ -305,12 +336,15 @@ class Postgres:
 class Stack:
     WORKERS = (("cpu", 2), ("layout", 1), ("ocr", 2))
 
-    def __init__(self) -> None:
+    def __init__(self, hosts: int = 0) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="ocr-chaos-"))
         self.redis_port = free_port()
         self.web_port = free_port()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        self.postgres = Postgres()
+        tag = str(os.getpid() % 100000)
+        self.hosts = [worker_hosts.WorkerHost(i + 1, tag, net=200 + os.getpid() % 50) for i in range(hosts)]
+        self.listen = ("127.0.0.1", *(h.gateway for h in self.hosts))
+        self.postgres = Postgres(self.listen)
         self.database_url = self.postgres.url("ocr_chaos")
         self.procs: dict[str, subprocess.Popen] = {}
         self.redis: subprocess.Popen | None = None
@@ -323,7 +357,7 @@ class Stack:
             "OCR_MEDIA_ROOT": str(self.tmp / "media"),
             "OCR_SWEEP_EVERY": "5",
             # A claim older than this is re-sent; well above a page's OCR time on a loaded box.
-            "OCR_STALE_AFTER": "60",
+            "OCR_STALE_AFTER": str(STALE_AFTER_S),
             "OCR_TASK_SOFT_LIMIT": "90",
             "OCR_TASK_HARD_LIMIT": "120",
             "OCR_ENGINE_THREADS": "1",
@@ -340,7 +374,8 @@ class Stack:
     def start_redis(self) -> None:
         log = (ARTIFACTS / "redis.log").open("a")
         self.redis = subprocess.Popen(
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            ["redis-server", "--port", str(self.redis_port), "--bind", *self.listen]
+            + ["--protected-mode", "no", "--save", "", "--appendonly", "no"],
             cwd=self.tmp,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -380,7 +415,27 @@ class Stack:
         cmd += ["-n", f"{queue_name}@chaos", "--concurrency", str(concurrency), "--loglevel", "INFO"]
         self.spawn(queue_name, cmd)
 
+    HOST_WORKERS = (("cpu", 1), ("layout", 1), ("ocr", 1))
+
+    def start_host_worker(self, host: worker_hosts.WorkerHost, queue_name: str, concurrency: int) -> None:
+        """A worker inside ``host``'s namespace, reaching Redis and PostgreSQL by its gateway."""
+        gw = host.gateway
+        env = {
+            **self.env,
+            "DATABASE_URL": f"postgres://postgres@{gw}:{self.postgres.port}/ocr_chaos",
+            "CELERY_BROKER_URL": f"redis://{gw}:{self.redis_port}/0",
+        }
+        cmd = [sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", queue_name]
+        cmd += ["-n", f"{queue_name}@{host.name}", "--concurrency", str(concurrency), "--loglevel", "INFO"]
+        name = f"{host.name}-{queue_name}"
+        log = (ARTIFACTS / f"{name}.log").open("a")
+        self.procs[name] = subprocess.Popen(
+            host.command(cmd), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
     def start(self) -> None:
+        for host in self.hosts:
+            host.create()
         self.start_redis()
         self.fresh_database()
         bin_dir = Path(sys.executable).parent
@@ -391,6 +446,9 @@ class Stack:
         )
         for queue_name, concurrency in self.WORKERS:
             self.start_worker(queue_name, concurrency)
+        for host in self.hosts:
+            for queue_name, concurrency in self.HOST_WORKERS:
+                self.start_host_worker(host, queue_name, concurrency)
         schedule = str(self.tmp / "beat-schedule")
         self.spawn("beat", [sys.executable, "-m", "celery", "-A", "ocrsite", "beat", "-s", schedule, "-l", "INFO"])
         wait_port(self.web_port)
@@ -407,6 +465,9 @@ class Stack:
         if self.redis and self.redis.poll() is None:
             self.kill_redis()
         self.postgres.stop()
+        for host in self.hosts:
+            host.heal()
+            host.destroy()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
@@ -557,6 +618,13 @@ def supervisor(stack: Stack, stop: threading.Event, log: list[dict]) -> None:
                 continue
             log.append({"t": round(time.monotonic() - t0, 1), "worker": queue_name, "exit": code})
             stack.start_worker(queue_name, concurrency)
+        for host in stack.hosts:
+            for queue_name, concurrency in Stack.HOST_WORKERS:
+                code = stack.procs[f"{host.name}-{queue_name}"].poll()
+                if code is None or stop.wait(1.0):
+                    continue
+                log.append({"t": round(time.monotonic() - t0, 1), "worker": f"{host.name}-{queue_name}", "exit": code})
+                stack.start_host_worker(host, queue_name, concurrency)
 
 
 def accepted(docs: list[Doc]) -> int:
@@ -581,7 +649,13 @@ def redis_outage(stack: Stack, size: Size, docs: list[Doc], figures: Figures, st
 
 
 def postgres_outage(
-    stack: Stack, size: Size, docs: list[Doc], figures: Figures, stop: threading.Event, redis: dict, out: dict
+    stack: Stack,
+    size: Size,
+    docs: list[Doc],
+    figures: Figures,
+    stop: threading.Event,
+    redis: dict,
+    out: dict,
 ) -> None:
     """Crash PostgreSQL (every process SIGKILLed) once POSTGRES_AT of the jobs are accepted and
     Redis is back; start it again on the same port and data directory after pg_outage_s. Web,
@@ -603,6 +677,79 @@ def postgres_outage(
     out["accepted_during"] = accepted(docs) - out["accepted_before"]
 
 
+def active_tasks(stack: Stack, host: worker_hosts.WorkerHost) -> list[dict]:
+    """The page claims ``host``'s workers are working on now, as they report it (through Redis)."""
+    names = ",".join(f"{q}@{host.name}" for q, _c in Stack.HOST_WORKERS)
+    out = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "ocrsite", "inspect", "active", "-d", names, "-j", "-t", "3"],
+        cwd=ROOT,
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    try:
+        replies = json.loads(out.stdout[out.stdout.index("{") :]) if "{" in out.stdout else {}
+    except ValueError:
+        return []
+    claiming = ("workers.detect_layout", "workers.recognize")  # the stages that hold page claims
+    return [task for tasks in replies.values() for task in tasks if task.get("name") in claiming]
+
+
+def claims_lost(path: Path, offset: int = 0) -> int:
+    """The "claim lost" lines (late writes refused by a claim) in a worker's log, from ``offset``."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            return sum(1 for line in fh if b"claim lost:" in line)
+    except OSError:
+        return 0
+
+
+def _task_ended(logs, task_id: str) -> bool:
+    ended = (b"succeeded", b"raised", b"retry:", b"failed")
+    for path in logs:
+        with contextlib.suppress(OSError), path.open("rb") as fh:
+            if any(task_id.encode() in line and any(e in line for e in ended) for line in fh):
+                return True
+    return False
+
+
+def partition(stack: Stack, size: Size, docs: list[Doc], stop: threading.Event, pg: dict, out: dict) -> None:
+    """Cut host1 off from Redis and PostgreSQL for partition_s once PostgreSQL is back from its
+    outage (one fault at a time) and host1's workers hold claims (pages they are laying out or
+    recognising); then heal, and wait for its held tasks to end (``settled_at``). The run waits
+    for this thread before it ends: the late writes come after the heal."""
+    host = stack.hosts[0]
+    while not stop.is_set() and "up_at" not in pg:
+        time.sleep(0.2)
+    holding: list[dict] = []
+    while not stop.is_set() and not holding:
+        holding = active_tasks(stack, host)
+        if not holding:
+            time.sleep(0.5)
+    if stop.is_set():
+        return
+    logs = {q: ARTIFACTS / f"{host.name}-{q}.log" for q, _c in Stack.HOST_WORKERS}
+    out["held_tasks"] = [{"name": t.get("name"), "args": t.get("args"), "id": t.get("id")} for t in holding]
+    out["cut_at"] = time.monotonic()
+    host.cut()
+    time.sleep(size.partition_s)
+    out["offsets"] = {q: (p.stat().st_size if p.exists() else 0) for q, p in logs.items()}
+    host.heal()
+    out["healed_at"] = time.monotonic()
+    out["logs"] = logs
+    # The cut-off workers try their late writes once TCP retransmits (seconds after the heal):
+    # the next fault waits until each held task has ended (its own log says so; its broker
+    # connection may still be down, so it cannot be asked), so what refuses those late writes is
+    # the claims, not an outage.
+    held = [t["id"] for t in holding if t.get("id")]
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline and not all(_task_ended(logs.values(), task_id) for task_id in held):
+        time.sleep(1)
+    out["settled_at"] = time.monotonic()
+
+
 def load_sampler(stop: threading.Event, out: list[float]) -> None:
     while not stop.wait(5):
         out.append(os.getloadavg()[0])
@@ -614,11 +761,12 @@ def load_sampler(stop: threading.Event, out: list[float]) -> None:
 def run(size: Size, seed: int) -> dict:
     rng = random.Random(seed)
     docs = [make_doc(i, rng, size.scan_share) for i in range(size.jobs)]
-    stack = Stack()
+    stack = Stack(hosts=size.hosts)
     figures = Figures()
+    cut: dict = {}
+    outage: dict = {}
     kills: list[dict] = []
     restarts: list[dict] = []
-    outage: dict = {}
     pg_outage: dict = {}
     loads: list[float] = []
     stop = threading.Event()
@@ -630,14 +778,22 @@ def run(size: Size, seed: int) -> dict:
         key = stack.manage("create_api_key", "chaos")
         base = f"http://127.0.0.1:{stack.web_port}"
         ready = time.monotonic()
+        partitioner = (
+            threading.Thread(target=partition, args=(stack, size, docs, stop, pg_outage, cut), daemon=True)
+            if stack.hosts
+            else None
+        )
         fault_threads = [
             threading.Thread(target=killer, args=(stack, size, stop, kills, rng), daemon=True),
             supervising,
             threading.Thread(target=redis_outage, args=(stack, size, docs, figures, stop, outage), daemon=True),
             threading.Thread(
-                target=postgres_outage, args=(stack, size, docs, figures, stop, outage, pg_outage), daemon=True
+                target=postgres_outage,
+                args=(stack, size, docs, figures, stop, outage, pg_outage),
+                daemon=True,
             ),
             threading.Thread(target=load_sampler, args=(stop, loads), daemon=True),
+            *([partitioner] if partitioner else []),
             *(
                 threading.Thread(target=watcher, args=(base, key, docs, figures, stop, seed + i), daemon=True)
                 for i in range(WATCHERS)
@@ -666,10 +822,18 @@ def run(size: Size, seed: int) -> dict:
         for thread in clients:
             thread.join()
         drained = time.monotonic()
+        if partitioner:
+            # The cut-off host's late writes come after the heal: wait for them (the held page
+            # was taken over, so the clients may finish first).
+            partitioner.join(timeout=size.partition_s + SETTLE_S + 60)
         stop.set()
         for thread in fault_threads:
             thread.join(timeout=60)
         pages_db, jobs_db, dup_pages = count_rows(stack.database_url)
+        twice = pages_recognised_twice(stack.database_url)
+        all_logs = [ARTIFACTS / f"{name}.log" for name in stack.procs]
+        refused_total = sum(claims_lost(p) for p in all_logs)
+        refused_late = sum(claims_lost(p, cut.get("offsets", {}).get(q, 0)) for q, p in cut.get("logs", {}).items())
         stuck = stuck_state(stack, [d for d in docs if d.job_id and d.status not in ("done", "failed", "cancelled")])
     finally:
         stop.set()
@@ -694,6 +858,18 @@ def run(size: Size, seed: int) -> dict:
         "restarts": restarts,
         # Workers that exited without a whole-worker kill (SIGKILL's -9), started again.
         "exits_of_their_own": sum(1 for r in restarts if r["exit"] != -signal.SIGKILL),
+        "partition": {
+            "hosts": size.hosts,
+            "seconds": size.partition_s,
+            "stale_after_s": STALE_AFTER_S,
+            "at_s": round(cut["cut_at"] - ready, 1) if "cut_at" in cut else None,
+            "held_tasks_at_cut": cut.get("held_tasks"),
+            # Writes of the cut-off host refused by a claim after it healed: its late writes.
+            "late_writes_refused": refused_late if "healed_at" in cut else None,
+            "settled_s": round(cut["settled_at"] - cut["healed_at"], 1) if "settled_at" in cut else None,
+        },
+        "claims_lost_all_workers": refused_total,
+        "pages_recognised_twice": twice,
         "redis_outage": {
             "seconds": size.outage_s,
             "accepted_before": outage.get("accepted_before"),
@@ -729,6 +905,15 @@ def run(size: Size, seed: int) -> dict:
         "load_avg_1min_max": max(loads, default=None),
         "cpus": os.cpu_count(),
     }
+
+
+def pages_recognised_twice(database_url: str) -> int:
+    """Pages with more than one successful recognition: a page finished twice."""
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM (SELECT page_id FROM jobs_stageevent WHERE stage = 'recognize' AND outcome = 'ok'"
+            " GROUP BY page_id HAVING count(*) > 1) d"
+        ).fetchone()[0]
 
 
 def count_rows(database_url: str) -> tuple[int, int, int]:
@@ -774,11 +959,16 @@ def main() -> int:
     parser.add_argument(
         "--drain-timeout", type=float, help="seconds the clients wait for every job (default: the size's)"
     )
+    parser.add_argument("--hosts", type=int, help="worker hosts in network namespaces (default: the size's)")
     args = parser.parse_args()
     size = SIZES[args.size]
+    if args.hosts is not None:
+        size = replace(size, hosts=args.hosts)
     if args.drain_timeout:
         size = replace(size, drain_timeout_s=args.drain_timeout)
     postgres_bin()  # no server binaries: say so before anything starts
+    if size.hosts and (why := worker_hosts.available()):
+        raise SystemExit(f"chaos: {why}; run with --hosts 0 to skip the partition")
     report = run(size, args.seed)
     (ARTIFACTS / "report.json").write_text(json.dumps(report, indent=2))
     summary = {k: v for k, v in report.items() if k not in ("kills", "restarts", "problems", "stuck")}
@@ -794,6 +984,10 @@ def main() -> int:
         failures.append(f"{report['duplicate_page_rows']} duplicated page rows")
     if report["kill_count"] < size.kills:
         failures.append(f"only {report['kill_count']} of {size.kills} kills happened before the load ended")
+    if size.hosts and report["partition"]["at_s"] is None:
+        failures.append("the partition never happened")
+    if report["pages_recognised_twice"]:
+        failures.append(f"{report['pages_recognised_twice']} pages were recognised twice")
     if report["redis_outage"]["at_s"] is None:
         failures.append("the Redis outage never happened")
     if report["postgres_outage"]["at_s"] is None:

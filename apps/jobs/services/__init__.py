@@ -20,8 +20,16 @@ operator actions enqueue by task name. Callers use the names below (``services.s
 from __future__ import annotations
 
 from apps.jobs.services.actions import cancel, purge, rerun, reset_pages, retry
-from apps.jobs.services.idempotency import IdempotencyConflict
-from apps.jobs.services.intake import Upload, clean_filename, submit
+from apps.jobs.services.idempotency import IdempotencyConflict, idempotent_job
+from apps.jobs.services.intake import (
+    Limits,
+    Upload,
+    clean_filename,
+    default_limits,
+    select_pages,
+    send_ingest,
+    submit,
+)
 from apps.jobs.services.retention import RETENTION_ACTOR, Purged, purge_expired
 from apps.jobs.services.storage import save_bytes
 from apps.jobs.services.timeline import WORKER, record
@@ -43,16 +51,19 @@ __all__ = [
     "RETENTION_ACTOR",
     "WORKER",
     "IdempotencyConflict",
+    "Limits",
     "PageFinished",
     "Purged",
     "Upload",
     "cancel",
     "claim_pages",
     "clean_filename",
+    "default_limits",
     "fail_job",
     "finish_job",
     "finish_page",
     "flag_job",
+    "idempotent_job",
     "job_finished",
     "move_page",
     "page_finished",
@@ -60,6 +71,8 @@ __all__ = [
     "purge_expired",
     "record",
     "release_pages",
+    "select_pages",
+    "send_ingest",
     "rerun",
     "reset_pages",
     "retry",

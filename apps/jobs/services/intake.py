@@ -15,7 +15,7 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from kombu.exceptions import OperationalError as BrokerError
 
-from apps.jobs import enqueue
+from apps.jobs import enqueue, page_ranges
 from apps.jobs.documents import InputError, Probe, probe
 from apps.jobs.models import Job
 from apps.jobs.services.idempotency import idempotent_job
@@ -31,6 +31,18 @@ class Upload:
     size: int
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one document may be, for the tenant submitting it (``apps.api.limits`` decides)."""
+
+    max_bytes: int
+    max_pages: int
+
+
+def default_limits() -> Limits:
+    return Limits(max_bytes=settings.OCR_MAX_UPLOAD_BYTES, max_pages=settings.OCR_MAX_PAGES)
+
+
 def submit(
     upload: Upload,
     *,
@@ -40,6 +52,7 @@ def submit(
     options: dict | None = None,
     idempotency_key: str = "",
     admit: Callable[[Probe], Callable[[], None] | None] | None = None,
+    limits: Limits | None = None,
 ) -> Job:
     """Probe, store and queue a document. Raises ``InputError`` for anything we refuse.
 
@@ -49,11 +62,10 @@ def submit(
     last OCR_IDEMPOTENCY_HOURS is returned instead (``job.replayed`` is True); the same key with a
     different file raises ``IdempotencyConflict``.
     """
-    if upload.size > settings.OCR_MAX_UPLOAD_BYTES:
-        raise InputError(
-            ErrorCode.INPUT_TOO_LARGE, f"{upload.size} bytes; the limit is {settings.OCR_MAX_UPLOAD_BYTES}"
-        )
-    found = probe(upload.stream, max_pages=settings.OCR_MAX_PAGES, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
+    limits = limits or default_limits()
+    if upload.size > limits.max_bytes:
+        raise InputError(ErrorCode.INPUT_TOO_LARGE, f"{upload.size} bytes; the limit is {limits.max_bytes}")
+    found = probe(upload.stream, max_pages=limits.max_pages, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
     upload.stream.seek(0)
     digest = hashlib.sha256()
     for chunk in iter(lambda: upload.stream.read(1 << 20), b""):
@@ -61,6 +73,7 @@ def submit(
     upload.stream.seek(0)
     if idempotency_key and (earlier := idempotent_job(tenant, idempotency_key, digest.hexdigest())):
         return earlier
+    found = select_pages(found, options)
     undo = admit(found) if admit else None
 
     job = Job(
@@ -80,7 +93,7 @@ def submit(
     try:
         with transaction.atomic():
             job.save()
-            transaction.on_commit(lambda: _send_ingest(job.pk))
+            transaction.on_commit(lambda: send_ingest(job.pk))
     except IntegrityError:
         # Only the (tenant, idempotency_key) constraint can fail here: a concurrent request with
         # the same key inserted first. Its job is the answer; ours leaves nothing behind.
@@ -94,7 +107,15 @@ def submit(
     return job
 
 
-def _send_ingest(job_id) -> None:
+def select_pages(found: Probe, options: dict | None) -> Probe:
+    """The probe narrowed to the job's ``pages`` option: page_count becomes the pages to do."""
+    spec = (options or {}).get("pages")
+    if not spec:
+        return found
+    return Probe(kind=found.kind, page_count=len(page_ranges.select(spec, found.page_count)))
+
+
+def send_ingest(job_id) -> None:
     """After the commit the job is accepted for good: a broker that fails now must not turn the
     answer into an error. The queued row is the record; the sweep sends its ingest once the row
     is OCR_STALE_AFTER old."""

@@ -93,9 +93,15 @@ def release_pages(page_ids: Iterable[int], claimed: PageStatus) -> list[int]:
 
 
 def move_page(page_id: int, move: PageMove, **fields) -> bool:
-    return bool(
+    won = bool(
         Page.objects.filter(pk=page_id, status=move.frm).update(status=move.to, updated_at=timezone.now(), **fields)
     )
+    if not won:
+        # A duplicate delivery, or a worker whose claim went stale and was handed on (one cut off
+        # from the database while it held it): its late write is refused here. The chaos
+        # harness counts these lines.
+        log.info("claim lost: page %s is no longer %s; write refused", page_id, move.frm, extra={"page_id": page_id})
+    return won
 
 
 @dataclass(frozen=True)

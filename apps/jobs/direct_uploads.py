@@ -1,0 +1,167 @@
+"""Documents sent straight to object storage: a slot per upload, then a job from the slot.
+
+The web tier never carries the bytes. ``open_slot`` records what the client declared (tenant,
+exact size, content type, expiry); the API presigns a URL for the slot's key; the client sends
+the bytes to the bucket; ``submit_uploaded`` checks the stored object against the declaration
+(size, magic bytes, written before the expiry), probes it from a spooled temp file, and creates
+the job pointing at the object in place (no copy). A slot makes one job: the claim is a
+conditional UPDATE, so two racing requests get the same job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.jobs import services
+from apps.jobs.documents import CONTENT_TYPES, SNIFF_BYTES, InputError, Probe, probe, sniff
+from apps.jobs.models import DirectUpload, Job
+from ocrsite.vocabulary import ErrorCode
+
+log = logging.getLogger(__name__)
+
+# A clock that runs a little ahead on the storage side must not refuse an upload made in time.
+EXPIRY_SKEW = timedelta(seconds=30)
+_SPOOL_CHUNK = 1 << 20
+
+
+def open_slot(
+    *, tenant: str, owner, filename: str, size: int, content_type: str, limits: services.Limits
+) -> DirectUpload:
+    """Record a slot for one document; the caller presigns its ``key``. Raises ``InputError``."""
+    if content_type not in CONTENT_TYPES.values():
+        raise InputError(
+            ErrorCode.INPUT_UNSUPPORTED_TYPE,
+            f"content_type must be one of {', '.join(sorted(set(CONTENT_TYPES.values())))}",
+        )
+    if size <= 0:
+        raise InputError(ErrorCode.INPUT_EMPTY, "size must be at least 1 byte")
+    if size > limits.max_bytes:
+        raise InputError(ErrorCode.INPUT_TOO_LARGE, f"{size} bytes; the limit is {limits.max_bytes}")
+    slot_id = uuid.uuid4()
+    return DirectUpload.objects.create(
+        id=slot_id,
+        tenant=tenant,
+        owner=owner,
+        filename=services.clean_filename(filename),
+        content_type=content_type,
+        size_bytes=size,
+        # The name is ours and unguessable; the client's filename never reaches a path.
+        key=f"uploads/{slot_id}",
+        expires_at=timezone.now() + timedelta(seconds=settings.OCR_UPLOAD_URL_SECONDS),
+    )
+
+
+def submit_uploaded(
+    upload_id,
+    *,
+    tenant: str,
+    owner=None,
+    engine: str | None = None,
+    options: dict | None = None,
+    limits: services.Limits,
+    admit: Callable[[Probe], Callable[[], None] | None] | None = None,
+    idempotency_key: str = "",
+) -> Job:
+    """The job for an uploaded slot (created once; asked again, the same job, ``replayed``).
+
+    With an ``idempotency_key``, the tenant's recent job under that key for the same bytes is the
+    answer (a client resuming a batch uploads again, into a new slot, and gets its first job).
+
+    Refusals, each an ``InputError`` with a stable code: another tenant's or an unknown slot
+    (``upload:not-found``), no object yet (``upload:missing``), an object of another size than
+    declared (``upload:size-mismatch``), written after the expiry (``upload:expired``), bytes
+    that are not the declared type (``input:type-mismatch``), then the probe's own refusals.
+    """
+    slot = DirectUpload.objects.filter(pk=upload_id, tenant=tenant).first()
+    if slot is None:
+        raise InputError(ErrorCode.UPLOAD_NOT_FOUND, "no such upload for this tenant")
+    if slot.job_id:
+        return _replayed(slot.job)
+    if not default_storage.exists(slot.key):
+        raise InputError(ErrorCode.UPLOAD_MISSING, "nothing was uploaded for this upload id yet")
+    size = default_storage.size(slot.key)
+    if size != slot.size_bytes:
+        raise InputError(ErrorCode.UPLOAD_SIZE_MISMATCH, f"{size} bytes arrived; {slot.size_bytes} were declared")
+    if size > limits.max_bytes:
+        raise InputError(ErrorCode.INPUT_TOO_LARGE, f"{size} bytes; the limit is {limits.max_bytes}")
+    if default_storage.get_modified_time(slot.key) > slot.expires_at + EXPIRY_SKEW:
+        raise InputError(ErrorCode.UPLOAD_EXPIRED, "the bytes arrived after the upload URL expired")
+
+    with tempfile.NamedTemporaryFile(prefix="ocr-upload-", suffix=".bin") as spool:
+        digest = _spool(slot.key, spool)
+        spool.seek(0)
+        kind = sniff(spool.read(SNIFF_BYTES))
+        if kind is not None and CONTENT_TYPES[kind] != slot.content_type:
+            raise InputError(
+                ErrorCode.INPUT_TYPE_MISMATCH, f"declared {slot.content_type}, but the bytes are {CONTENT_TYPES[kind]}"
+            )
+        found = probe(spool, max_pages=limits.max_pages, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
+    if idempotency_key and (earlier := services.idempotent_job(tenant, idempotency_key, digest)):
+        return earlier
+    found = services.select_pages(found, options)
+    undo = admit(found) if admit else None
+
+    job = Job(
+        owner=owner,
+        tenant=tenant,
+        engine=engine or settings.OCR_ENGINE,
+        options=options or {},
+        idempotency_key=idempotency_key,
+        filename=slot.filename,
+        kind=found.kind,
+        sha256=digest,
+        size_bytes=size,
+        page_count=found.page_count,
+    )
+    job.source.name = slot.key  # the object stays where the client put it
+    try:
+        with transaction.atomic():
+            job.save()
+            claimed = DirectUpload.objects.filter(pk=slot.pk, job__isnull=True).update(job=job)
+            if claimed:
+                transaction.on_commit(lambda: services.send_ingest(job.pk))
+            else:
+                # A concurrent request consumed the slot first: its job is the answer, ours goes.
+                transaction.set_rollback(True)
+    except IntegrityError:
+        # The (tenant, idempotency_key) constraint: a concurrent request with the same key won.
+        if undo:
+            undo()
+        if earlier := services.idempotent_job(tenant, idempotency_key, digest):
+            return earlier
+        raise
+    if not claimed:
+        if undo:
+            undo()
+        return _replayed(DirectUpload.objects.select_related("job").get(pk=slot.pk).job)
+    log.info("job submitted from a direct upload", extra={"job_id": str(job.pk), "pages": found.page_count})
+    return job
+
+
+def _replayed(job: Job) -> Job:
+    job.replayed = True
+    return job
+
+
+def _spool(name: str, spool) -> str:
+    """Copy the stored object to ``spool`` in chunks; returns its sha256."""
+    digest = hashlib.sha256()
+    with default_storage.open(name, "rb") as fh:
+        for chunk in iter(lambda: fh.read(_SPOOL_CHUNK), b""):
+            digest.update(chunk)
+            spool.write(chunk)
+    spool.flush()
+    return digest.hexdigest()
+
+
+__all__ = ["open_slot", "submit_uploaded"]
