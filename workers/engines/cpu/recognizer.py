@@ -121,7 +121,6 @@ class RapidOcrRecognizer:
         return self.read_page(image, full_detection=full_detection).lines
 
     def read_page(self, image: np.ndarray, *, full_detection: bool = False) -> PageLines:
-        from rapidocr.ch_ppocr_rec import TextRecInput
         from rapidocr.utils.process_img import (
             apply_vertical_padding,
             get_rotate_crop_image,
@@ -144,16 +143,45 @@ class RapidOcrRecognizer:
                     return PageLines([], detected.detection_pass)
                 crops = [get_rotate_crop_image(page, quad.copy()) for quad in detected.quads]
                 del page
-                read = self._recognition(TextRecInput(img=crops))
+                read = self._read_crops(crops)
         except Exception as exc:  # onnxruntime and OpenVINO raise plain exceptions on bad tensors
             raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
         quads = map_boxes_to_original(detected.quads.copy(), op_record, height, width)
         lines = [
             TextLine(text=text.strip(), bbox=quad_to_box(quad), confidence=float(score))
-            for quad, text, score in zip(quads, read.txts, read.scores, strict=True)
+            for quad, (text, score) in zip(quads, read, strict=True)
             if text.strip() and score >= g.text_score
         ]
         return PageLines(lines, detected.detection_pass)
+
+    def _read_crops(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+        """(text, confidence) of each line crop. Crops are read in batches of similar width (sorted
+        by aspect ratio, as rapidocr does), each scaled to the model's height and padded to the
+        batch's widest. On OpenVINO, which keeps state for every input shape it has seen (memory
+        that grows page after page), the width is rounded up to a multiple of ``rec_width_step``
+        and every batch is filled to ``rec_batch``, so the shapes come from a small fixed set."""
+        rec = self._recognition
+        _channels, height, min_width = rec.rec_image_shape
+        batch = rec.rec_batch_num
+        step = self.config.rec_width_step if self.runtime == CpuRuntime.OPENVINO else 0
+        ratios = [crop.shape[1] / crop.shape[0] for crop in crops]
+        order = np.argsort(np.array(ratios))
+        out: list[tuple[str, float]] = [("", 0.0)] * len(crops)
+        for start in range(0, len(crops), batch):
+            members = order[start : start + batch]
+            widest = max(min_width / height, *(ratios[i] for i in members))
+            if step:  # the half pixel keeps int(height * widest) on the rounded width
+                widest = (-(-int(height * widest) // step) * step + 0.5) / height
+            tensor = np.stack([rec.resize_norm_img(crops[i], widest) for i in members]).astype(np.float32)
+            if step and len(members) < batch:
+                tensor = np.concatenate([tensor, np.zeros((batch - len(members), *tensor.shape[1:]), np.float32)])
+            preds = rec.session(tensor)[: len(members)]
+            texts, _words = rec.postprocess_op(
+                preds, False, wh_ratio_list=[ratios[i] for i in members], max_wh_ratio=widest
+            )
+            for i, text in zip(members, texts, strict=True):
+                out[i] = (text[0], float(text[1]))
+        return out
 
     def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox], *, cancelled=None) -> Recognition:
         # ``cancelled`` is not polled: one local pass is seconds, and the page's result is simply
