@@ -25,6 +25,7 @@ from workers.engines.cpu.budget import resolve_threads
 from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolved
 from workers.engines.cpu.detection import TextDetection
 from workers.engines.cpu.lines import assign_lines, table_text
+from workers.engines.cpu.memory import release_freed_memory
 from workers.engines.cpu.rapid import as_bgr, quiet
 from workers.engines.geometry import quad_to_box
 
@@ -129,10 +130,11 @@ class RapidOcrRecognizer:
         )
 
         g = self._global
-        original = as_bgr(image)
-        height, width = original.shape[:2]
-        page, ratio_h, ratio_w = resize_image_within_bounds(original, g.min_side_len, g.max_side_len)
-        del original  # a page-sized copy: not held while the models run
+        height, width = image.shape[:2]
+        # Scaled first, then turned to BGR: the channel flip copies only the smaller page (the
+        # resize treats each channel alike, so the pixels are the same either way).
+        page, ratio_h, ratio_w = resize_image_within_bounds(image, g.min_side_len, g.max_side_len)
+        page = as_bgr(page)
         page, op_record = apply_vertical_padding(
             page, {"preprocess": {"ratio_h": ratio_h, "ratio_w": ratio_w}}, g.width_height_ratio, g.min_height
         )
@@ -188,6 +190,7 @@ class RapidOcrRecognizer:
         # not used once the job is cancelled.
         started = time.perf_counter()
         lines = self.read_lines(image, full_detection=needs_full_detection(regions))
+        release_freed_memory()
         recognition = assign_lines(lines, regions)
         for i, region in enumerate(regions):
             if region.label == "table":
