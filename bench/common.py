@@ -79,13 +79,13 @@ def loadavg() -> str:
 
 def word_f1(predicted: str, truth: str) -> float:
     """The project's word F1, the one the tests' thresholds use, so bench and tests agree."""
-    from workers.content.accuracy import word_f1 as project_f1
+    from bench.accuracy import word_f1 as project_f1
 
     return float(project_f1(predicted, truth))
 
 
 def f1_source() -> str:
-    return "workers.content.accuracy.word_f1 (bag of words, NFKC, lower case, edge punctuation trimmed)"
+    return "bench.accuracy.word_f1 (bag of words, NFKC, lower case, edge punctuation trimmed)"
 
 
 # --- the corpus --------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ import numpy as np
 import pymupdf
 
 from bench import common
+from bench.accuracy import teds
 from bench.engines import django_settings
 from workers.content import tables
-from workers.content.accuracy import teds
 from workers.engines import textlayer
 from workers.engines.cpu import RapidLayoutEngine, RapidOcrRecognizer
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import dj_database_url
 from kombu import Queue as KombuQueue
 
+from ocrsite import catalogue
 from ocrsite.env import (
     ConfigError,
     env_bool,
@@ -23,7 +24,7 @@ from ocrsite.env import (
     env_str,
 )
 from ocrsite.logcontext import logging_config
-from ocrsite.vocabulary import ROUTES, CpuProfile, CpuRuntime, JobEngine, LayoutKind, Queue, RecognizerKind, TaskName
+from ocrsite.vocabulary import ROUTES, CpuProfile, CpuRuntime, Queue, TaskName
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OCR_VAR_DIR", str(BASE_DIR / "var")))
@@ -169,10 +170,11 @@ FILE_UPLOAD_HANDLERS = [
 ]
 
 # --- Engines ---------------------------------------------------------------------------------
-OCR_ENGINE = env_choice("OCR_ENGINE", JobEngine.CPU.value, tuple(JobEngine))
-OCR_LAYOUT_ENGINE = env_choice("OCR_LAYOUT_ENGINE", LayoutKind.CPU.value, tuple(LayoutKind))
-# vllm-page is chosen per job (engine "vlm-page"); the deployment's default recognizer is one of these.
-OCR_RECOGNIZER = env_choice("OCR_RECOGNIZER", RecognizerKind.CPU.value, (RecognizerKind.CPU, RecognizerKind.VLLM))
+# Every engine choice comes from the catalogue (ocrsite.catalogue), which says what each runs.
+OCR_ENGINE = env_choice("OCR_ENGINE", catalogue.DEFAULT_JOB_ENGINE, catalogue.job_engine_choices())
+OCR_LAYOUT_ENGINE = env_choice("OCR_LAYOUT_ENGINE", "cpu", catalogue.layout_choices())
+# A one-stage page recogniser (vlm-page) is chosen per job: it runs without a layout engine.
+OCR_RECOGNIZER = env_choice("OCR_RECOGNIZER", "cpu", catalogue.recognizer_choices())
 OCR_DPI = env_int("OCR_DPI", 200)
 OCR_LAYOUT_BATCH = env_int("OCR_LAYOUT_BATCH", 8)
 OCR_BATCH_WINDOW_MS = env_int("OCR_BATCH_WINDOW_MS", 100)
@@ -201,8 +203,6 @@ OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # (throughput first; their memory is bounded by the pod's limit).
 OCR_CLI_MMAP_THRESHOLD = env_int("OCR_CLI_MMAP_THRESHOLD", 2 * 1024 * 1024)
 OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
-# Test-only fault injection through real configuration: pages whose index is listed fail.
-OCR_FAIL_PAGES = env_list("OCR_FAIL_PAGES", [])
 
 # --- GPU engines: PaddleOCR layout, vLLM recognition -----------------------------------------
 OCR_PADDLE_MODEL_DIR = env_str("OCR_PADDLE_MODEL_DIR", "")
@@ -212,9 +212,9 @@ OCR_PADDLE_DEVICE = env_str("OCR_PADDLE_DEVICE", "gpu:0")
 OCR_PADDLE_THRESHOLD = env_float("OCR_PADDLE_THRESHOLD", 0.3)
 VLLM_BASE_URL = env_str("VLLM_BASE_URL", "")
 VLLM_API_KEY = env_secret("VLLM_API_KEY", "EMPTY")
-VLLM_PROFILE = env_choice("VLLM_PROFILE", "glm-ocr", ("glm-ocr", "qwen-vl", "paddleocr-vl"))
+VLLM_PROFILE = env_choice("VLLM_PROFILE", "glm-ocr", catalogue.vlm_profiles("vllm"))
 VLLM_MODEL = env_str("VLLM_MODEL", "")  # served model name when it differs from the profile's
-VLLM_PAGE_PROFILE = env_choice("VLLM_PAGE_PROFILE", "deepseek-ocr", ("deepseek-ocr",))
+VLLM_PAGE_PROFILE = env_choice("VLLM_PAGE_PROFILE", "deepseek-ocr", catalogue.vlm_profiles("vlm-page"))
 VLLM_PAGE_BASE_URL = env_str("VLLM_PAGE_BASE_URL", "")
 VLLM_PAGE_MODEL = env_str("VLLM_PAGE_MODEL", "")
 VLLM_MAX_IN_FLIGHT = env_int("VLLM_MAX_IN_FLIGHT", 256)

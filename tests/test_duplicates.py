@@ -16,9 +16,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.jobs.models import Job, Page, StageEvent
+from bench.accuracy import strip_markdown, word_scores
 from tests.conftest import dev_file, upload, wait_for_job
 from tests.queues import Broker
-from workers.content.accuracy import strip_markdown, word_scores
 from workers.sweep import resend_lost_work
 
 

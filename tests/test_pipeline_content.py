@@ -1,6 +1,6 @@
 """What comes out is right: real documents through REST → Redis → the real worker → results.
 
-Word F1 (``workers.content.accuracy``) is measured on the JSON result's region texts, which keep
+Word F1 (``bench.accuracy``) is measured on the JSON result's region texts, which keep
 page headers and footers (the Markdown leaves them out) and each line as read; the Markdown is
 checked too, with its syntax stripped.
 """
@@ -13,8 +13,8 @@ import pymupdf
 import pytest
 
 from apps.jobs.models import Page, StageEvent
+from bench.accuracy import json_text, strip_markdown, word_scores
 from tests.conftest import dev_file, upload, wait_for_job
-from workers.content.accuracy import json_text, strip_markdown, word_scores
 
 # OCR'd pages are rendered at this resolution, as a scanner would deliver them.
 RASTER_DPI = 200

@@ -13,9 +13,9 @@ import numpy as np
 import pymupdf
 import pytest
 
+from bench.accuracy import teds, word_scores
 from tests.conftest import dev_file
 from workers.content import formats, tables
-from workers.content.accuracy import teds, word_scores
 from workers.engines import textlayer
 
 TRUTH = Path(__file__).resolve().parent.parent / "bench" / "tables"

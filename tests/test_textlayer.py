@@ -6,8 +6,8 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
+from bench.accuracy import order_scores, word_scores
 from tests.conftest import BUNDLED_DATA, dev_file
-from workers.content.accuracy import order_scores, word_scores
 from workers.content.order import reading_order
 from workers.engines import textlayer
 

@@ -1,16 +1,15 @@
 """Stage 4, assembly [queue: cpu]: Markdown and JSON of a job whose pages are all done.
 
-The page update that completes a job moves it to ASSEMBLING (``services.finish_page``); the
-stage that made that update sends assembly here, after its commit. Results go to storage, then
-the job moves ASSEMBLING → DONE once.
+The page update that completes a job moves it to ASSEMBLING and sends assembly here after its
+commit (``services.finish_page``). Results go to storage, then the job moves ASSEMBLING → DONE
+once.
 """
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.utils import timezone
 
-from apps.jobs import enqueue, services
+from apps.jobs import services
 from apps.jobs.models import Job, Region
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
@@ -22,13 +21,6 @@ from workers.retry import PipelineTask
 def assemble(job_id: str) -> None:
     """Markdown + JSON for a job whose pages are all done; a second delivery finds it done."""
     assemble_result(job_id)
-
-
-def assemble_when_ready(finished: services.PageFinished | None) -> None:
-    """Send assembly once the page that finished was its job's last (after the commit)."""
-    if finished is not None and finished.job_ready:
-        job_id = finished.job_id
-        transaction.on_commit(lambda: enqueue.assemble(job_id))
 
 
 def assemble_result(job_id: str) -> None:

@@ -14,7 +14,7 @@ from celery.concurrency import prefork
 from celery.signals import worker_init
 from django.conf import settings
 
-from ocrsite.vocabulary import CpuRuntime, LayoutKind, RecognizerKind
+from ocrsite.vocabulary import CpuRuntime
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
 from workers.engines.cpu import CpuLayoutConfig, cpu_budget, profile_config, resolve_threads
@@ -54,8 +54,8 @@ def engine_threads() -> int:
 def deployment() -> registry.EngineSettings:
     threads = engine_threads()
     return registry.EngineSettings(
-        layout=LayoutKind(settings.OCR_LAYOUT_ENGINE),
-        recognizer=RecognizerKind(settings.OCR_RECOGNIZER),
+        layout=settings.OCR_LAYOUT_ENGINE,
+        recognizer=settings.OCR_RECOGNIZER,
         cpu_layout=CpuLayoutConfig(threads=threads),
         cpu_recognizer=profile_config(
             settings.OCR_CPU_PROFILE,
@@ -95,7 +95,8 @@ def deployment() -> registry.EngineSettings:
 
 @lru_cache(maxsize=8)
 def for_job(engine: str) -> registry.EngineSettings:
-    """What a job's ``engine`` (cpu | gpu | vlm-page) runs; raises EngineError for an unknown one."""
+    """What a job's ``engine`` (``ocrsite.catalogue.JOB_ENGINES``) runs; raises EngineError for an
+    unknown one."""
     return deployment().for_job(engine)
 
 

@@ -35,7 +35,6 @@ from apps.jobs.models import Job, Page, StageEvent
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
 from workers import engine_setup
-from workers.assembly import assemble_when_ready
 from workers.engines import textlayer
 from workers.regions import write_regions
 from workers.retry import PipelineTask
@@ -188,4 +187,4 @@ def _finish_text_page(job: Job, index: int, pdf_page, dpi: int, size_pt) -> None
         )
         write_regions(page, found, source=Page.Source.TEXT_LAYER, engine=textlayer.ENGINE_NAME)
         elapsed = int((time.perf_counter() - started) * 1000)
-        assemble_when_ready(services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed))
+        services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed)

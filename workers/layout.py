@@ -4,32 +4,26 @@ One message per page; the collector (``workers.batching``) merges pages from any
 pass of up to OCR_LAYOUT_BATCH pages, or whatever arrived within OCR_BATCH_WINDOW_MS of the first.
 Each page is claimed by compare-and-set, so a duplicate delivery finds nothing to do. One page
 that breaks the engine fails alone; a transient engine failure hands the claims back and sends
-the pages again per ``workers.retry``.
+the pages again per ``workers.retry`` (the steps every page stage shares: ``workers.stage``).
 """
 
 from __future__ import annotations
 
-import logging
-import time
+from datetime import datetime
 
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from apps.jobs import enqueue, services, states
 from apps.jobs.models import Page
-from ocrsite import logcontext
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
 from workers import batching, engine_setup
-from workers.assembly import assemble_when_ready
 from workers.batching import Collector
 from workers.engines.base import EngineError, LayoutBox, LayoutEngine
 from workers.regions import load_image, write_regions
-from workers.retry import policy
-
-log = logging.getLogger(__name__)
+from workers.stage import PageStage
 
 
 @app.task(
@@ -45,40 +39,26 @@ def detect_layout(requests: list) -> None:
         detect_pages(chunk)
 
 
+# Boxes (or the page's own failure) and the engine's name, per page id.
+Detected = tuple[dict[int, list[LayoutBox] | EngineError], dict[int, str]]
+
+
+LAYOUT = PageStage("layout", states.CLAIM_FOR_LAYOUT, states.LAYOUT_FAILED, enqueue.detect_layout, batched=True)
+
+
 def detect_pages(page_ids: list[int]) -> None:
     """One batched layout pass over the pages we win; each then waits for recognition."""
-    claimed = services.claim_pages(page_ids, states.CLAIM_FOR_LAYOUT)
-    if not claimed:
-        return
-    pages = list(Page.objects.filter(pk__in=claimed).select_related("job").order_by("pk"))
-    logcontext.bind(job_id=sorted({str(p.job_id) for p in pages}), page_id=claimed)
-    started = timezone.now()
-    t0 = time.perf_counter()
-    try:
-        found, engine_names = _detect_per_engine(pages)
-    except EngineError as exc:
-        rules = policy()
-        attempts = max(p.attempts for p in pages)
-        if rules.should_retry(exc, attempts):
-            log.warning("layout pass over %d pages failed (%s); sending them again", len(pages), exc)
-            again = services.release_pages(claimed, states.CLAIM_FOR_LAYOUT.to)
-            for page in pages:
-                services.record(
-                    page.job_id, "layout", page_id=page.pk, started=started, outcome="retry", error_code=exc.code
-                )
-            transaction.on_commit(lambda: enqueue.detect_layout(again, countdown=rules.backoff_s(attempts)))
-            return
-        found = {p.pk: exc for p in pages}
-        engine_names = {}
-    per_page_ms = int((time.perf_counter() - t0) * 1000 / max(1, len(pages)))
+    LAYOUT.run(page_ids, _detect_per_engine, _write_boxes)
+
+
+def _write_boxes(pages: list[Page], detected: Detected, started: datetime, elapsed_ms: int) -> None:
+    found, engine_names = detected
+    per_page_ms = int(elapsed_ms / max(1, len(pages)))
     ready = []
     for page in pages:
         boxes = found[page.pk]
         if isinstance(boxes, EngineError):
-            services.record(
-                page.job_id, "layout", page_id=page.pk, started=started, outcome="failed", error_code=boxes.code
-            )
-            assemble_when_ready(services.finish_page(page.pk, states.LAYOUT_FAILED, error=(boxes.code, boxes.message)))
+            LAYOUT.fail(page, boxes, started)
             continue
         # The move comes first and its row lock is held until commit: if the claim was lost
         # (a sweep handed the page to another worker) this delivery writes nothing.
@@ -87,19 +67,12 @@ def detect_pages(page_ids: list[int]) -> None:
                 continue
             write_regions(page, [(b, None) for b in boxes], source=Page.Source.OCR, engine="")
             ready.append(page.pk)
-        services.record(
-            page.job_id,
-            "layout",
-            page_id=page.pk,
-            started=started,
-            attempt=page.attempts,
-            detail={"regions": len(boxes), "batch": len(pages), "engine": engine_names[page.pk]},
-        )
+        LAYOUT.done(page, started, {"regions": len(boxes), "batch": len(pages), "engine": engine_names[page.pk]})
     if ready:
         transaction.on_commit(lambda: enqueue.recognize(ready))
 
 
-def _detect_per_engine(pages: list[Page]) -> tuple[dict[int, list[LayoutBox] | EngineError], dict[int, str]]:
+def _detect_per_engine(pages: list[Page]) -> Detected:
     """One batched pass per layout engine: a collected batch can hold pages of jobs whose
     ``engine`` differs. Pages whose engine needs no layout (a retried or re-sent page of a
     one-stage job) get no boxes. An engine that cannot be built fails only its own pages."""

@@ -4,30 +4,29 @@ The CPU recognizer reads the whole page once and assigns its lines to the layout
 outside every region become regions of their own); the VLM recognizers read region by region, or
 a one-stage model reads the page and returns its own regions. A cancel reaches requests already
 in flight. A transient failure hands the claim back and sends the page again per
-``workers.retry``; a permanent one fails this page only.
+``workers.retry``; a permanent one fails this page only (``workers.stage``: the steps every page
+stage shares).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
+from typing import NamedTuple
 
-from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from apps.jobs import enqueue, services, states
-from apps.jobs.models import Job, Page
-from ocrsite import logcontext
+from apps.jobs.models import Job, Page, Region
 from ocrsite.celery import app
-from ocrsite.vocabulary import ErrorCode, TaskName
+from ocrsite.vocabulary import TaskName
 from workers import engine_setup
-from workers.assembly import assemble_when_ready
 from workers.content import labels
-from workers.engines.base import EngineError
+from workers.engines.base import Recognition, Recognizer
 from workers.regions import apply_text, box_of, create_region, load_image, renumber
-from workers.retry import PipelineTask, policy
+from workers.retry import PipelineTask
+from workers.stage import PageStage
 
 
 @app.task(base=PipelineTask, name=TaskName.RECOGNIZE.value)
@@ -36,40 +35,32 @@ def recognize(page_id: int) -> None:
     recognize_page(page_id)
 
 
+RECOGNITION = PageStage("recognize", states.CLAIM_FOR_RECOGNITION, states.RECOGNITION_FAILED, enqueue.recognize)
+
+
+class Read(NamedTuple):
+    engine: Recognizer
+    regions: list[Region]
+    result: Recognition
+
+
 def recognize_page(page_id: int) -> None:
-    if not services.claim_pages([page_id], states.CLAIM_FOR_RECOGNITION):
-        return
-    page = Page.objects.select_related("job").get(pk=page_id)
-    logcontext.bind(job_id=page.job_id, page_id=page_id)
-    started = timezone.now()
-    t0 = time.perf_counter()
-    try:
-        _inject_fault(page)
-        image = load_image(page)
-        regions = list(page.regions.order_by("order"))
-        engine = engine_setup.recognizer(page.job.engine)
-        result = engine.recognize(image, [box_of(r) for r in regions], cancelled=_cancel_check(page.job_id))
-    except EngineError as exc:
-        if exc.code == ErrorCode.JOB_CANCELLED:
-            # The recognizer aborted its in-flight requests; the cancelled job keeps nothing.
-            services.record(
-                page.job_id, "recognize", page_id=page_id, started=started, outcome="cancelled", error_code=exc.code
-            )
-            return
-        rules = policy()
-        if rules.should_retry(exc, page.attempts):
-            again = services.release_pages([page_id], states.CLAIM_FOR_RECOGNITION.to)
-            transaction.on_commit(lambda: enqueue.recognize(again, countdown=rules.backoff_s(page.attempts)))
-            services.record(
-                page.job_id, "recognize", page_id=page_id, started=started, outcome="retry", error_code=exc.code
-            )
-            return
-        services.record(
-            page.job_id, "recognize", page_id=page_id, started=started, outcome="failed", error_code=exc.code
-        )
-        assemble_when_ready(services.finish_page(page_id, states.RECOGNITION_FAILED, error=(exc.code, exc.message)))
-        return
-    elapsed = int((time.perf_counter() - t0) * 1000)
+    RECOGNITION.run([page_id], _read, _write)
+
+
+def _read(pages: list[Page]) -> Read:
+    [page] = pages
+    image = load_image(page)
+    regions = list(page.regions.order_by("order"))
+    engine = engine_setup.recognizer(page.job.engine)
+    return Read(
+        engine, regions, engine.recognize(image, [box_of(r) for r in regions], cancelled=_cancel_check(page.job_id))
+    )
+
+
+def _write(pages: list[Page], read: Read, started: datetime, elapsed_ms: int) -> None:
+    [page] = pages
+    engine, regions, result = read
     with transaction.atomic():
         demoted = labels.false_titles([r.label for r in regions], result.texts)
         for i, (region, text) in enumerate(zip(regions, result.texts, strict=True)):
@@ -85,31 +76,13 @@ def recognize_page(page_id: int) -> None:
         # are kept as given.
         if found and (regions or any(box.order is None for box, _ in found)):
             renumber(page)
-        finished = services.finish_page(page_id, states.RECOGNIZED, recognize_ms=elapsed)
-        if finished is None:
+        if services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed_ms) is None:
             # The claim went stale and was handed on: the other worker's text is the one kept.
             transaction.set_rollback(True)
             return
-        assemble_when_ready(finished)
-    services.record(
-        page.job_id,
-        "recognize",
-        page_id=page_id,
-        started=started,
-        attempt=page.attempts,
-        detail={"regions": len(regions) + len(found), "engine": engine.name},
-    )
+    RECOGNITION.done(page, started, {"regions": len(regions) + len(found), "engine": engine.name})
 
 
 def _cancel_check(job_id) -> Callable[[], bool]:
     """Polled by long-running recognizers (vLLM) so a cancel aborts requests in flight."""
     return lambda: Job.objects.filter(pk=job_id, status=Job.Status.CANCELLED).exists()
-
-
-def _inject_fault(page: Page) -> None:
-    """Test-only fault injection through configuration: OCR_FAIL_PAGES lists page numbers
-    (1-based) that fail permanently, so retry can be exercised on a real worker."""
-    if str(page.index + 1) in settings.OCR_FAIL_PAGES:
-        raise EngineError(
-            ErrorCode.ENGINE_INJECTED_FAULT, f"page {page.index + 1} is listed in OCR_FAIL_PAGES", permanent=True
-        )

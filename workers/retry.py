@@ -14,19 +14,22 @@ Two places apply it, for two kinds of work:
 - Beat's own tasks (sweep, retention purge) declare ``max_retries=0`` and are not retried: the
   next beat is their retry, and retried copies would only pile up behind an outage.
 
-The backoff is exponential with full jitter: attempt n waits a uniform draw from
-[0, min(cap, base × 2^(n-1))] seconds, so a burst of failures does not come back as a burst.
+The backoff is exponential with full jitter (``ocrsite.backoff``, tenacity's): attempt n waits a
+uniform draw from [0, min(cap, base × 2^(n-1))] seconds, so a burst of failures does not come
+back as a burst. ``PipelineTask`` keeps its own ``__call__`` rather than Celery's
+``autoretry_for``/``retry_backoff``: what is transient depends on the exception's ``permanent``
+flag, not its type, and Celery's backoff draws whole seconds.
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
 from celery import Task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from ocrsite.backoff import Backoff
 from workers.engines.base import EngineError
 
 # Failures of the machinery around a stage (broker, database, storage connections), not of the
@@ -50,7 +53,7 @@ class RetryPolicy:
         return self.is_transient(exc) and attempts < self.max_attempts
 
     def backoff_s(self, attempt: int) -> float:
-        return random.uniform(0, min(self.cap_s, self.base_s * 2 ** max(0, attempt - 1)))
+        return Backoff(self.base_s, self.cap_s)(attempt)
 
 
 def policy() -> RetryPolicy:

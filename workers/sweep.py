@@ -5,16 +5,11 @@ The database knows what should be happening, so the sweep re-sends whatever has 
 than OCR_STALE_AFTER: stale claims are handed back (or, with their attempts spent, fail as
 ``page:stalled``), waiting pages go to their queue again, jobs stuck before or after their pages
 get ingest or assembly again. Duplicates this may create are harmless: every stage claims by
-compare-and-set.
-
-The same module holds the retention purge [queue: cpu, every OCR_PURGE_EVERY s from beat]:
-payloads and results of finished jobs older than OCR_RETENTION_DAYS are deleted, rows and
-timelines stay (``services.purge``).
+compare-and-set. (The retention purge, the other beat task, is ``workers.retention``.)
 """
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 
 from django.conf import settings
@@ -25,10 +20,7 @@ from apps.jobs import enqueue, services, states
 from apps.jobs.models import Job, Page
 from ocrsite.celery import app
 from ocrsite.vocabulary import ErrorCode, TaskName
-from workers.assembly import assemble_when_ready
 from workers.retry import PipelineTask, policy
-
-log = logging.getLogger(__name__)
 
 BATCH = 1000  # rows per kind per sweep: a backlog drains over several sweeps, never in one query
 
@@ -53,7 +45,7 @@ def resend_lost_work() -> dict[str, int]:
         for page_id in spent:
             message = f"no worker finished this page in {max_attempts} attempts (each died or hung)"
             fail = states.LAYOUT_FAILED if claimed == states.PageStatus.DETECTING else states.RECOGNITION_FAILED
-            assemble_when_ready(services.finish_page(page_id, fail, error=(ErrorCode.PAGE_STALLED, message)))
+            services.finish_page(page_id, fail, error=(ErrorCode.PAGE_STALLED, message))
         ids = list(stuck.filter(attempts__lt=max_attempts).values_list("pk", flat=True)[:BATCH])
         back = services.release_pages(ids, claimed)
         resend[release.to] += back
@@ -92,17 +84,3 @@ def resend_lost_work() -> dict[str, int]:
         assemble=len(assemble),
     )
     return counts
-
-
-@app.task(base=PipelineTask, name=TaskName.PURGE_EXPIRED.value, max_retries=0)
-def purge_expired() -> dict:
-    """Beat: purge finished jobs past retention, OCR_PURGE_BATCH per run at most.
-
-    A backlog (the first run after enabling retention) drains over several runs rather than in
-    one long transaction-heavy task; each run logs how many it purged and how many are left.
-    """
-    if settings.OCR_RETENTION_DAYS <= 0:
-        return {"purged": 0, "left": 0}
-    done = services.purge_expired(days=settings.OCR_RETENTION_DAYS, batch=settings.OCR_PURGE_BATCH)
-    log.info("retention purge", extra={"purged": done.jobs, "left": done.left})
-    return {"purged": done.jobs, "left": done.left}

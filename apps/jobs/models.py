@@ -13,14 +13,17 @@ from django.conf import settings
 from django.db import models
 
 from apps.jobs.states import JOB_ACTIVE, JOB_TERMINAL, JobStatus, PageStatus
-from ocrsite.vocabulary import JobEngine
+from ocrsite import catalogue
 
 
 class Job(models.Model):
     Status = JobStatus
     ACTIVE = JOB_ACTIVE
     TERMINAL = JOB_TERMINAL
-    Engine = models.TextChoices("Engine", [(e.name, e.value) for e in JobEngine])
+    # What a client may ask for per job: the catalogue's job engines (ocrsite.catalogue).
+    Engine = models.TextChoices(
+        "Engine", [(name.upper().replace("-", "_"), (name, e.label)) for name, e in catalogue.JOB_ENGINES.items()]
+    )
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
@@ -28,7 +31,7 @@ class Job(models.Model):
     )
     tenant = models.CharField(max_length=100, blank=True, default="", db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.CPU)
+    engine = models.CharField(max_length=16, choices=Engine.choices, default=catalogue.DEFAULT_JOB_ENGINE)
     options = models.JSONField(default=dict, blank=True)
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
     attempt = models.PositiveIntegerField(default=1)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import random
 import secrets as pysecrets
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from apps.jobs import enqueue
 from apps.jobs.models import Job
 from apps.webhooks import egress
 from apps.webhooks.models import WebhookAttempt, WebhookDelivery, WebhookSecret
+from ocrsite.backoff import Backoff
 from ocrsite.vocabulary import ErrorCode, TaskName
 
 log = logging.getLogger(__name__)
@@ -159,9 +159,9 @@ class Outcome:
 
 
 def backoff_s(attempt: int) -> float:
-    """Exponential (base × 2^(n-1), capped) with ±10% jitter, so retries of one outage spread out."""
-    delay = min(settings.OCR_WEBHOOK_BACKOFF_MAX_S, settings.OCR_WEBHOOK_BACKOFF_S * 2 ** max(0, attempt - 1))
-    return delay * random.uniform(0.9, 1.1)
+    """Exponential (base × 2^(n-1), capped) with ±10% jitter, so retries of one outage spread out
+    while the receiver still sees the schedule it was promised."""
+    return Backoff(settings.OCR_WEBHOOK_BACKOFF_S, settings.OCR_WEBHOOK_BACKOFF_MAX_S, low=0.9, high=1.1)(attempt)
 
 
 def attempt(delivery_id: str, number: int) -> WebhookAttempt | None:

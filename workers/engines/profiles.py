@@ -7,9 +7,11 @@ length and the token ceiling. The k8s manifests render their ``vllm serve`` argu
     python -m workers.engines.profiles serve-args glm-ocr --card l40s-48gb --model /models/GLM-OCR --json
     python -m workers.engines.profiles k8s > k8s/vllm/profiles.yaml
 
-A profile is either ``mode="region"`` (one request per layout region crop, per-label prompts)
-or ``mode="page"`` (one-stage models: the whole page in one request, the answer carries
-grounding markers that become labelled regions). Adding a model is adding a dict here.
+A profile's ``mode`` follows the recogniser the catalogue (``ocrsite.catalogue.VLM_PROFILES``)
+says serves it: ``"region"`` for ``vllm`` (one request per layout region crop, per-label prompts)
+or ``"page"`` for ``vlm-page`` (one-stage models: the whole page in one request, the answer
+carries grounding markers that become labelled regions). Adding a model is a dict here plus its
+line in the catalogue, where settings find the profile names they accept.
 
 Sizing (what the numbers below assume; measured figures belong in the bench note):
 - 80 GB (A100/H100): weights of a 1–3 B OCR VLM take 2–7 GB; the rest is KV cache. Region
@@ -32,6 +34,8 @@ import copy
 import json
 import sys
 from typing import Any
+
+from ocrsite import catalogue
 
 # Task types a region can be sent as; layout labels map onto these (see TASK_OF_LABEL). A region
 # profile has a prompt for each task its model was trained on; a region whose task has no prompt
@@ -63,7 +67,6 @@ _COMMON_SERVE: dict[str, Any] = {
 
 PROFILES: dict[str, dict[str, Any]] = {
     "glm-ocr": {
-        "mode": "region",
         "model": "zai-org/GLM-OCR",
         # GLM-OCR is trained on these exact task prompts and no other: its SDK's
         # label_task_mapping skips charts and images, so figures are not sent to it.
@@ -86,7 +89,6 @@ PROFILES: dict[str, dict[str, Any]] = {
         "gpu48": {"max-num-seqs": 128, "max-num-batched-tokens": 8192},
     },
     "qwen-vl": {
-        "mode": "region",
         "model": "Qwen/Qwen3-VL-8B-Instruct",
         # A generalist chat model: say exactly what to output, or it answers in prose.
         "prompts": {
@@ -107,7 +109,6 @@ PROFILES: dict[str, dict[str, Any]] = {
         "gpu48": {"max-num-seqs": 48, "max-num-batched-tokens": 8192, "max-model-len": 8192},
     },
     "paddleocr-vl": {
-        "mode": "region",
         "model": "PaddlePaddle/PaddleOCR-VL",
         # PaddleOCR-VL's four task prompts, as its pipeline sends them.
         "prompts": {
@@ -129,7 +130,6 @@ PROFILES: dict[str, dict[str, Any]] = {
         "gpu48": {"max-num-seqs": 128, "max-num-batched-tokens": 8192},
     },
     "deepseek-ocr": {
-        "mode": "page",
         "model": "deepseek-ai/DeepSeek-OCR",
         # One-stage: the prompt starts with the image placeholder and asks for grounded Markdown.
         "page_prompt": "<image>\n<|grounding|>Convert the document to markdown.",
@@ -178,10 +178,14 @@ GROUNDING_LABELS: dict[str, str] = {
 
 
 def get(name: str) -> dict[str, Any]:
-    """A copy of one profile; an unknown name is a configuration error naming the choices."""
+    """A copy of one profile with its ``mode``; an unknown name is a configuration error naming
+    the choices."""
     if name not in PROFILES:
         raise KeyError(f"unknown VLM profile {name!r}; choose one of {', '.join(sorted(PROFILES))}")
-    return copy.deepcopy(PROFILES[name])
+    profile = copy.deepcopy(PROFILES[name])
+    if "mode" not in profile:
+        profile["mode"] = "page" if catalogue.VLM_PROFILES[name] == "vlm-page" else "region"
+    return profile
 
 
 def prompt_budget(profile: dict[str, Any]) -> int:
@@ -252,7 +256,8 @@ def render_k8s() -> str:
         "# Per profile: the vllm serve argv (model first) for 80 GB (A100/H100) and 48 GB (L40S) cards.",
         "# Sizing notes are in the profiles module's docstring.",
     ]
-    for name, profile in PROFILES.items():
+    for name in PROFILES:
+        profile = get(name)
         lines += [
             f"{name}:",
             f"  mode: {profile['mode']}",
@@ -279,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(render_k8s())
         return 0
     if ns.cmd == "list":
-        for name, profile in PROFILES.items():
+        for name in PROFILES:
+            profile = get(name)
             print(f"{name}\t{profile['mode']}\t{profile['model']}")
         return 0
     args = serve_args(ns.profile, CARDS[ns.card] if ns.card else ns.gpu_gb, model=ns.model)

@@ -2,16 +2,23 @@
 
 ``EngineSettings`` is the deployment's engine configuration (built from Django settings by
 ``workers.engine_setup``; nothing here imports Django). ``for_job`` resolves a job's ``engine``
-choice to the layout and recognizer kinds it runs; the engines themselves are built lazily and
-cached, so a worker that never sees a GPU job never imports paddle nor opens a pool to vLLM.
+choice through the catalogue (``ocrsite.catalogue``) to the layout and recogniser parts it runs;
+each part is built by the adapter the catalogue names, lazily and once per distinct config.
+
+The built-in parts' adapters are the ``build_*`` functions below rather than functions in each
+engine's module: they share instances across parts (the CPU recogniser inside the mixed one, one
+vLLM client per server config), and those caches live here.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from ocrsite.vocabulary import ErrorCode, JobEngine, LayoutKind, RecognizerKind
+from ocrsite import catalogue
+from ocrsite.vocabulary import ErrorCode
 from workers.engines.base import EngineError, LayoutEngine, Recognizer
 from workers.engines.cpu import (
     CpuLayoutConfig,
@@ -26,9 +33,10 @@ from workers.engines.vllm import VllmConfig, VllmRecognizer
 
 @dataclass(frozen=True)
 class EngineSettings:
-    # None: a one-stage page model finds its own regions, so the job's pages skip the layout pass.
-    layout: LayoutKind | None = LayoutKind.CPU
-    recognizer: RecognizerKind = RecognizerKind.CPU
+    # Part names from the catalogue. None: the job's pages skip the layout pass (a one-stage page
+    # model finds its own regions).
+    layout: str | None = "cpu"
+    recognizer: str = "cpu"
     cpu_layout: CpuLayoutConfig = field(default_factory=CpuLayoutConfig)
     cpu_recognizer: CpuRecognizerConfig = field(default_factory=CpuRecognizerConfig)
     paddle: PaddleLayoutConfig = field(default_factory=PaddleLayoutConfig)
@@ -44,61 +52,88 @@ class EngineSettings:
         return self.layout is not None
 
     def for_job(self, engine: str) -> EngineSettings:
-        """The engines for a job's ``engine`` choice.
-
-        - ``cpu``: the deployment's OCR_LAYOUT_ENGINE / OCR_RECOGNIZER (CPU ones by default).
-        - ``gpu``: PaddleOCR layout + vLLM region recognition (mixed with CPU lines when
-          OCR_VLLM_LABELS is set).
-        - ``vlm-page``: no layout; the one-stage page profile reads the whole page.
-        """
-        try:
-            choice = JobEngine(engine)
-        except ValueError:
+        """The parts a job's ``engine`` choice runs (``ocrsite.catalogue.JOB_ENGINES``): the
+        deployment's own where the catalogue says DEPLOYMENT, none for layout where a one-stage
+        page recogniser reads the page."""
+        choice = catalogue.JOB_ENGINES.get(engine)
+        if choice is None:
             raise EngineError(
-                ErrorCode.ENGINE_UNKNOWN, f"unknown engine {engine!r}; use cpu, gpu or vlm-page", permanent=True
-            ) from None
-        if choice is JobEngine.GPU:
-            return replace(self, layout=LayoutKind.PADDLE, recognizer=RecognizerKind.VLLM)
-        if choice is JobEngine.VLM_PAGE:
-            return replace(self, layout=None, recognizer=RecognizerKind.VLLM_PAGE)
-        return self
-
-
-@lru_cache(maxsize=8)
-def layout_engine(config: EngineSettings) -> LayoutEngine:
-    if config.layout == LayoutKind.CPU:
-        return RapidLayoutEngine(config.cpu_layout)
-    if config.layout == LayoutKind.PADDLE:
-        return PaddleLayoutEngine(config.paddle)
-    raise EngineError(
-        ErrorCode.ENGINE_UNAVAILABLE,
-        f"layout engine {config.layout!r} is not available; set OCR_LAYOUT_ENGINE to one of {', '.join(LayoutKind)}",
-        permanent=True,
-    )
-
-
-@lru_cache(maxsize=8)
-def recognizer(config: EngineSettings) -> Recognizer:
-    if config.recognizer == RecognizerKind.CPU:
-        return _cpu_recognizer(config.cpu_recognizer)
-    if config.recognizer == RecognizerKind.VLLM:
-        vlm = _vllm(config.vllm)
-        if config.vllm_labels:
-            return MixedRecognizer(_cpu_recognizer(config.cpu_recognizer), vlm, config.vllm_labels)
-        return vlm
-    if config.recognizer == RecognizerKind.VLLM_PAGE:
-        return _vllm(
-            replace(
-                config.vllm,
-                profile=config.vllm_page_profile,
-                model=config.vllm_page_model,
-                base_url=config.vllm_page_base_url or config.vllm.base_url,
+                ErrorCode.ENGINE_UNKNOWN,
+                f"unknown engine {engine!r}; use {', '.join(catalogue.JOB_ENGINES)}",
+                permanent=True,
             )
+        recognizer = self.recognizer if choice.recognizer == catalogue.DEPLOYMENT else choice.recognizer
+        layout = self.layout if choice.layout == catalogue.DEPLOYMENT else choice.layout
+        part = catalogue.RECOGNIZERS.get(recognizer)
+        if part is not None and not part.needs_layout:
+            layout = None
+        return replace(self, layout=layout, recognizer=recognizer)
+
+
+def layout_engine(config: EngineSettings) -> LayoutEngine:
+    part = catalogue.LAYOUTS.get(config.layout or "")
+    if part is None:
+        raise EngineError(
+            ErrorCode.ENGINE_UNAVAILABLE,
+            f"layout engine {config.layout!r} is not available; set OCR_LAYOUT_ENGINE to one of "
+            f"{', '.join(catalogue.layout_choices())}",
+            permanent=True,
         )
-    raise EngineError(
-        ErrorCode.ENGINE_UNAVAILABLE,
-        f"recognizer {config.recognizer!r} is not available; set OCR_RECOGNIZER to one of cpu, vllm",
-        permanent=True,
+    return _built(part.adapter, config)
+
+
+def recognizer(config: EngineSettings) -> Recognizer:
+    part = catalogue.RECOGNIZERS.get(config.recognizer)
+    if part is None:
+        raise EngineError(
+            ErrorCode.ENGINE_UNAVAILABLE,
+            f"recognizer {config.recognizer!r} is not available; set OCR_RECOGNIZER to one of "
+            f"{', '.join(catalogue.recognizer_choices())}",
+            permanent=True,
+        )
+    return _built(part.adapter, config)
+
+
+@lru_cache(maxsize=16)
+def _built(adapter: str, config: EngineSettings) -> LayoutEngine | Recognizer:
+    return _adapter(adapter)(config)
+
+
+def _adapter(path: str) -> Callable[[EngineSettings], LayoutEngine | Recognizer]:
+    module, _, function = path.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+# --- the built-in parts (ocrsite.catalogue names these) ------------------------------------------
+
+
+def build_rapid_layout(config: EngineSettings) -> LayoutEngine:
+    return RapidLayoutEngine(config.cpu_layout)
+
+
+def build_paddle_layout(config: EngineSettings) -> LayoutEngine:
+    return PaddleLayoutEngine(config.paddle)
+
+
+def build_rapidocr(config: EngineSettings) -> Recognizer:
+    return _cpu_recognizer(config.cpu_recognizer)
+
+
+def build_region_vlm(config: EngineSettings) -> Recognizer:
+    vlm = _vllm(config.vllm)
+    if config.vllm_labels:
+        return MixedRecognizer(_cpu_recognizer(config.cpu_recognizer), vlm, config.vllm_labels)
+    return vlm
+
+
+def build_page_vlm(config: EngineSettings) -> Recognizer:
+    return _vllm(
+        replace(
+            config.vllm,
+            profile=config.vllm_page_profile,
+            model=config.vllm_page_model,
+            base_url=config.vllm_page_base_url or config.vllm.base_url,
+        )
     )
 
 

@@ -1,4 +1,4 @@
-"""Word-level agreement between an OCR result and a reference text, shared by tests and bench/.
+"""Word-level agreement between an OCR result and a reference text, for bench/ and the tests.
 
 Word F1 over bags of words: order-insensitive, so it measures what was read, not how the reading
 order or the Markdown laid it out. ``order_scores`` is the order-aware counterpart: the same

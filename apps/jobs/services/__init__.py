@@ -1,0 +1,67 @@
+"""The service layer: everything that changes a job, a page or their stored bytes goes through here.
+
+By concern, one module each:
+
+- ``intake``: ``submit`` probes, stores and queues a document (``idempotency``: a retried
+  submission gets its first job back);
+- ``transitions``: the pipeline's status moves, each a compare-and-set (claims, releases, a page's
+  finish that counts it on the job and, for its last page, sends assembly), and the signals sent
+  when a page or a job ends;
+- ``actions``: what an operator does to a job (cancel, retry, rerun, purge);
+- ``retention``: the scheduled purge of finished jobs past retention;
+- ``timeline``: one row per stage attempt or action (``record``);
+- ``storage``: payload bytes in the default storage.
+
+What runs next is the caller's choice: the stage modules in ``workers`` enqueue the next stage;
+operator actions enqueue by task name. Callers use the names below (``services.submit``,
+``services.finish_page``...): this is the layer's public surface, the modules its filing.
+"""
+
+from __future__ import annotations
+
+from apps.jobs.services.actions import cancel, purge, rerun, reset_pages, retry
+from apps.jobs.services.idempotency import IdempotencyConflict
+from apps.jobs.services.intake import Upload, clean_filename, submit
+from apps.jobs.services.retention import RETENTION_ACTOR, Purged, purge_expired
+from apps.jobs.services.storage import save_bytes
+from apps.jobs.services.timeline import WORKER, record
+from apps.jobs.services.transitions import (
+    PageFinished,
+    claim_pages,
+    fail_job,
+    finish_job,
+    finish_page,
+    job_finished,
+    move_page,
+    page_finished,
+    release_pages,
+    start_job,
+)
+
+__all__ = [
+    "RETENTION_ACTOR",
+    "WORKER",
+    "IdempotencyConflict",
+    "PageFinished",
+    "Purged",
+    "Upload",
+    "cancel",
+    "claim_pages",
+    "clean_filename",
+    "fail_job",
+    "finish_job",
+    "finish_page",
+    "job_finished",
+    "move_page",
+    "page_finished",
+    "purge",
+    "purge_expired",
+    "record",
+    "release_pages",
+    "rerun",
+    "reset_pages",
+    "retry",
+    "save_bytes",
+    "start_job",
+    "submit",
+]
