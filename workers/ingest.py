@@ -28,6 +28,7 @@ from apps.jobs.documents import (
     encode_png,
     load_image_frame,
     open_pdf,
+    release_pdf_caches,
     render_pdf_page,
     straighten_sideways_scan,
 )
@@ -133,6 +134,7 @@ def _split_pages(job: Job, data: bytes) -> tuple[list[int], int]:
                     page = _store_page_image(job, index, image, used_dpi, size_pt)
                     created += 1
                 waiting.append(page.pk)
+        release_pdf_caches()
     else:
         for index in range(job.page_count):
             page = existing.get(index)

@@ -103,6 +103,13 @@ def open_pdf(data: bytes) -> pymupdf.Document:
     return doc
 
 
+def release_pdf_caches() -> None:
+    """Empty MuPDF's resource store. It keeps decoded images and fonts of documents already
+    closed (up to 256 MB per process), so a long-running process grew ~8 MB with every scanned
+    PDF page it rendered (tests/test_worker_memory.py)."""
+    pymupdf.TOOLS.store_shrink(100)
+
+
 def _probe_pdf(data: bytes, *, max_pages: int) -> int:
     with open_pdf(data) as doc:
         try:
