@@ -1,7 +1,7 @@
 """vLLM dispatch: does the recognizer keep its in-flight bound full, and what does it cost per region?
 
 The real ``VllmRecognizer`` sends region crops over real HTTP to the OpenAI-compatible test
-server (``tests.openai_server``) run as a separate process with a fixed per-request latency
+server (``tests.support.openai_server``) run as a separate process with a fixed per-request latency
 (standing in for a vLLM whose continuous batching answers every sequence in that time). Pages
 are fed from several threads, as an ``ocr`` worker with a threads pool does, so the only limit
 is the recognizer's bound. For each bound we report regions/s (ideal = bound / latency), the
@@ -50,7 +50,7 @@ def page_and_regions(per_page: int) -> tuple[np.ndarray, list[LayoutBox]]:
 def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.openai_server", "--port", str(port), "--latency-ms", str(latency_ms)],
+        [sys.executable, "-m", "tests.support.openai_server", "--port", str(port), "--latency-ms", str(latency_ms)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -146,7 +146,7 @@ def run(argv: list[str]) -> None:
         "vLLM dispatch: in-flight bound, regions/s, dispatcher CPU per region",
         info,
         {
-            "server": f"tests.openai_server in its own process, fixed {ns.latency_ms:.0f} ms per request",
+            "server": f"tests.support.openai_server in its own process, fixed {ns.latency_ms:.0f} ms per request",
             "load average": f"{load_before} before, {loadavg()} after",
             "crop+PNG+base64 alone": f"{enc:.3f} ms CPU per region ({ns.regions_per_page} line crops of a scan at A4 width)",
         },

@@ -1,7 +1,7 @@
 """The one settings module. Every value comes from the environment through ``ocrsite.env``.
 
 The defaults are the embedded profile: SQLite, local files, CPU engines, Redis on localhost.
-The README's table lists every variable.
+docs/configuration.md (`make docs`) lists every variable, made from this module.
 """
 
 from __future__ import annotations
@@ -181,26 +181,26 @@ OCR_BATCH_WINDOW_MS = env_int("OCR_BATCH_WINDOW_MS", 100)
 OCR_ENGINE_THREADS = env_int("OCR_ENGINE_THREADS", 0)  # 0: let the runtime decide
 OCR_REC_BATCH = env_int("OCR_REC_BATCH", 0)  # 0: the CPU profile's (fast 4, accurate 16)
 OCR_DET_MAX_SIDE = env_int("OCR_DET_MAX_SIDE", 2000)
-# Text detection input size (bench p2tune). "max" + 960 halves OCR time on normal print but loses
-# most words of small-print pages (dense tables), so the default detects at full resolution.
+# Text detection input size. "max" + 960 is much cheaper on normal print but loses most words of
+# small-print pages (dense tables), so the default detects at full resolution.
 OCR_DET_LIMIT_SIDE = env_int("OCR_DET_LIMIT_SIDE", 736)
 OCR_DET_LIMIT_TYPE = env_choice("OCR_DET_LIMIT_TYPE", "min", ("min", "max"))
 # CPU engine profile (workers.engines.cpu.CPU_PROFILES): "fast" recognises Latin-script print with
 # a classifier cut to Latin characters and detects at 960 px unless the print is small; "accurate"
-# reads every script the model knows at full detection resolution. bench p2 measures both.
+# reads every script the model knows at full detection resolution (figures: docs/benchmarks.md).
 OCR_CPU_PROFILE = env_choice("OCR_CPU_PROFILE", CpuProfile.FAST.value, tuple(CpuProfile))
 # What runs the recognition model: empty for the profile's (fast: auto, accurate: onnxruntime);
-# auto picks openvino on a CPU with AVX-512 (where it was measured to save ~40% of recognition CPU)
-# and onnxruntime elsewhere (on AVX2 it saved nothing and held ~0.1 GB more).
+# auto picks openvino on a CPU with AVX-512, where it costs less recognition CPU, and onnxruntime
+# elsewhere, where openvino saves nothing and holds more memory.
 OCR_CPU_RUNTIME = env_choice("OCR_CPU_RUNTIME", "", ("", *CpuRuntime))
 # Where derived models (the Latin recognition head) are written once per install.
 OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # The embedded CLI (manage.py ocr) asks glibc to serve allocations of this many bytes or more
 # with their own mappings, returned to the system when freed. By default glibc raises that
-# threshold as large buffers come and go, so freed page and tensor buffers stay in the heap: on a
-# 300-dpi page peak RSS is 0.58-0.76 GB with glibc's default and ~0.48 GB with 2 MiB, for ~4
-# CPU-s more in page faults (measured in the README). 0 leaves glibc's default. Workers keep it
-# (throughput first; their memory is bounded by the pod's limit).
+# threshold as large buffers come and go, so freed page and tensor buffers stay in the heap and the
+# CLI's peak grows; a fixed threshold trades some CPU in page faults for a lower peak
+# (docs/benchmarks.md). 0 leaves glibc's default. Workers keep it (throughput first; their memory
+# is bounded by the pod's limit).
 OCR_CLI_MMAP_THRESHOLD = env_int("OCR_CLI_MMAP_THRESHOLD", 2 * 1024 * 1024)
 OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
 

@@ -66,7 +66,7 @@ class CpuRuntime(StrEnum):
     """OCR_CPU_RUNTIME: what runs the CPU recognizer's ONNX model (empty setting: the profile's)."""
 
     ONNXRUNTIME = "onnxruntime"  # the smaller memory footprint
-    OPENVINO = "openvino"  # ~40% less recognition CPU on AVX-512 CPUs, none on AVX2; ~0.1 GB more
+    OPENVINO = "openvino"  # less recognition CPU on AVX-512 CPUs, none on AVX2; more memory
     AUTO = "auto"  # openvino where the CPU has AVX-512, onnxruntime elsewhere
 
 

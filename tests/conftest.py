@@ -2,11 +2,13 @@
 
 Run through ``make test``, which starts the services and sets the environment below. Pipeline
 tests use ``transactional_db`` so that what they commit is visible to the worker process.
+
+Tests under ``tests/unit/`` use none of that: ``make test-fast`` runs them with no database
+server and no broker, and a test there that asks for either is refused at collection.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -25,30 +27,50 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.api.models import TenantAPIKey
-from tests.queues import Broker
+from tests.support.documents import ARTIFACTS, ROOT
+from tests.support.queues import Broker
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data" / "dev"
-BUNDLED_DATA = ROOT / "tests" / "data"
-ARTIFACTS = ROOT / "tests" / "artifacts"
+UNIT = ROOT / "tests" / "unit"
+# A test that takes any of these (directly or through another fixture), or is marked django_db,
+# talks to the database, Redis or a worker process: the stack `make test` starts.
+STACK_FIXTURES = frozenset(
+    {
+        "db",
+        "transactional_db",
+        "django_db_setup",
+        "django_db_reset_sequences",
+        "live_server",
+        "admin_user",
+        "admin_client",
+        "broker_url",
+        "redis_client",
+        "start_worker",
+        "worker",
+        "user",
+        "api",
+        "live_api",
+    }
+)
 
 
-def pytest_configure(config) -> None:
-    engine = settings.DATABASES["default"]["ENGINE"]
-    if "postgresql" not in engine:
+def needs_the_stack(item: pytest.Item) -> bool:
+    return item.get_closest_marker("django_db") is not None or bool(STACK_FIXTURES & set(item.fixturenames))
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    stack = [item for item in items if needs_the_stack(item)]
+    if misplaced := [item.nodeid for item in stack if item.path.is_relative_to(UNIT)]:
         raise pytest.UsageError(
-            "The tests need PostgreSQL and Redis shared with a worker process: run `make test` "
-            "(it starts them and sets DATABASE_URL, CELERY_BROKER_URL, OCR_MEDIA_ROOT)."
+            "tests/unit/ is for tests without a database, a broker or a worker (make test-fast); "
+            f"move these next to the other stack tests in tests/: {', '.join(misplaced)}"
         )
-
-
-def dev_file(name: str) -> Path:
-    """A document from ../shared/data/dev, or the bundled copy when shared/ is absent."""
-    for base in (SHARED_DATA, BUNDLED_DATA):
-        path = base / name
-        if path.exists():
-            return path
-    pytest.skip(f"{name} is in neither {SHARED_DATA} nor {BUNDLED_DATA}")
+    if stack and "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
+        raise pytest.UsageError(
+            f"{len(stack)} of the selected tests (e.g. {stack[0].nodeid}) need PostgreSQL and Redis shared "
+            "with a worker process: run `make test` (it starts them and sets DATABASE_URL, "
+            "CELERY_BROKER_URL, OCR_MEDIA_ROOT), or `make test-fast` for the tests that need neither."
+        )
 
 
 @pytest.fixture(scope="session")
@@ -130,7 +152,7 @@ def start_worker(django_db_setup, django_db_blocker, redis_client) -> Iterator[C
             "--without-heartbeat",
             # Test-only faults (OCR_FAIL_PAGES in ``env``) live with the tests, not in workers/.
             "--include",
-            "tests.faults",
+            "tests.support.faults",
         ]
         fh = log.open("w")
         proc = subprocess.Popen(cmd, cwd=ROOT, env=_worker_env(env), stdout=fh, stderr=subprocess.STDOUT)
@@ -169,25 +191,6 @@ def api(user) -> APIClient:
     token, _ = Token.objects.get_or_create(user=user)
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     return client
-
-
-def wait_for_job(api: APIClient, job_id: str, timeout: float = 180, until=("done", "failed", "cancelled")) -> dict:
-    """Poll the API until the job reaches one of ``until``; fail with the worker's view if not."""
-    deadline = time.monotonic() + timeout
-    body: dict = {}
-    while time.monotonic() < deadline:
-        body = api.get(f"/api/v1/jobs/{job_id}").json()
-        if body.get("status") in until:
-            return body
-        time.sleep(0.25)
-    raise AssertionError(f"job {job_id} did not reach {until} in {timeout}s; last: {body}")
-
-
-def upload(api: APIClient, path: Path | str, name: str | None = None, data: bytes | None = None, **fields):
-    payload = data if data is not None else Path(path).read_bytes()
-    fh = io.BytesIO(payload)
-    fh.name = name or Path(path).name
-    return api.post("/api/v1/jobs", {"file": fh, **fields}, format="multipart")
 
 
 class LiveApi:

@@ -1,5 +1,5 @@
-"""The integrator's contract: seed-compatible endpoints, result before done, list filters and
-pages, cancel (and that workers honour it), probes, and the OpenAPI schema."""
+"""The integrator's contract: the course gateway's dialect (/process, /status), result before done,
+list filters and pages, cancel (and that workers honour it), probes, and the OpenAPI schema."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from django.conf import settings
 from PIL import Image
 
 from apps.jobs.models import Job, Page, StageEvent
-from tests.conftest import dev_file, upload
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload
+from tests.support.queues import Broker
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def _error(resp, status: int, code: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_seed_process_and_status(api, worker):
+def test_gateway_process_and_status(api, worker):
     """POST /process → {task_id, status}; GET /status/{task_id} until done with the result."""
     buf = io.BytesIO()
     Image.open(dev_file("phototest.tif")).save(buf, format="PNG")

@@ -20,9 +20,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.jobs.models import Job
-from tests.conftest import upload, wait_for_job
 from tests.hostile.corpus import text_pdf
-from tests.perimeter import Issuer, bearer_client, key_client, new_key, settle
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.perimeter import Issuer, bearer_client, key_client, new_key, settle
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,8 @@ ENDPOINTS: list[tuple[str, str, str, Callable[[], dict] | None, int]] = [
     ("status", "get", "/api/v1/jobs/{done}", None, 200),
     ("result", "get", "/api/v1/jobs/{done}/result?format=markdown", None, 200),
     ("result-json", "get", "/api/v1/jobs/{done}/result?format=json", None, 200),
-    ("seed-process", "post", "/process", lambda: {"file": _pdf()}, 202),
-    ("seed-status", "get", "/status/{done}", None, 200),
+    ("gateway-process", "post", "/process", lambda: {"file": _pdf()}, 202),
+    ("gateway-status", "get", "/status/{done}", None, 200),
     ("schema", "get", "/api/schema/", None, 200),
     ("docs", "get", "/api/docs/", None, 200),
     ("cancel", "delete", "/api/v1/jobs/{active}", None, 202),  # last: it ends the active job

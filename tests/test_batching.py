@@ -17,9 +17,9 @@ from celery import current_app
 
 from apps.jobs import enqueue
 from apps.jobs.models import Page
-from tests.perimeter import queues_held
-from tests.queues import Broker
-from tests.test_sweep import page_with_image, png_of_text
+from tests.support.perimeter import queues_held
+from tests.support.pipeline_rows import page_with_image, png_of_text
+from tests.support.queues import Broker
 
 KILLS = 3  # more than the window of two messages
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, dev_file
+from tests.support.documents import ROOT, dev_file
 
 # What `make test` sets for the suite and the embedded profile must not see.
 SUITE_ONLY = ("DATABASE_URL", "CELERY_BROKER_URL", "OCR_MEDIA_ROOT", "CACHE_URL")
@@ -75,7 +75,7 @@ def test_refused_file_exits_non_zero_with_its_code(var_dir):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's")
 def test_cli_fixes_glibc_mmap_threshold_only_when_asked(var_dir):
-    # The embedded CLI's peak memory (README: 0.58-0.73 GB → ~0.48 GB on a 300-dpi page) rests on
+    # The embedded CLI's lower peak memory (docs/benchmarks.md, "CPU engine") rests on
     # this call taking effect before the engines load; 0 must leave glibc alone. In a child
     # process, so this suite's own allocator keeps glibc's defaults.
     code = (

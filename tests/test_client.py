@@ -20,8 +20,8 @@ from ocrclient.cli import EXIT_INTERRUPTED, EXIT_OK, MANIFEST
 
 from apps.api.throttles import _add, _tenant_key
 from apps.jobs.models import Job
-from tests.conftest import dev_file
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.queues import Broker
 
 
 def test_submit_wait_with_progress_and_read_results(live_api):

@@ -17,8 +17,8 @@ import pytest
 from django.db import connections
 
 from apps.jobs.models import Job, Region
-from tests.conftest import ARTIFACTS
-from tests.test_console import make_operator, submit_bytes, tiff_pages, wait_status, workers_of_our_own
+from tests.support.console import make_operator, submit_bytes, tiff_pages, wait_status, workers_of_our_own
+from tests.support.documents import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 

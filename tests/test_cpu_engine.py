@@ -157,8 +157,8 @@ def _cells() -> np.ndarray:
 
 
 def test_auto_runtime_takes_openvino_only_where_the_cpu_has_avx512(caplog):
-    # The measured split: ~40% less recognition CPU with AVX-512, none with AVX2 only (and
-    # OpenVINO holds ~0.1 GB more), so AVX2 and non-x86 machines keep onnxruntime.
+    # OpenVINO saves recognition CPU only with AVX-512, and holds more memory (docs/benchmarks.md),
+    # so AVX2 and non-x86 machines keep onnxruntime.
     assert auto_runtime(frozenset({"fma", "avx2", "avx512f", "avx512_bf16"})) == "openvino"
     assert auto_runtime(frozenset({"fma", "avx", "f16c", "avx2"})) == "onnxruntime"
     assert auto_runtime(frozenset()) == "onnxruntime", "no /proc/cpuinfo (macOS, Windows): onnxruntime"

@@ -17,8 +17,9 @@ from django.utils import timezone
 
 from apps.jobs.models import Job, Page, StageEvent
 from bench.accuracy import strip_markdown, word_scores
-from tests.conftest import dev_file, upload, wait_for_job
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.queues import Broker
 from workers.sweep import resend_lost_work
 
 

@@ -20,7 +20,7 @@ from apps.api.errors import input_status
 from apps.jobs.documents import KINDS, InputError, probe, sniff
 from ocrsite.wsgi import application
 from tests.hostile.corpus import text_jpeg, text_pdf, text_png
-from tests.perimeter import new_key, queues_held
+from tests.support.perimeter import new_key, queues_held
 
 # --- schemathesis: the REST API in-process through its WSGI application ---------------------------
 

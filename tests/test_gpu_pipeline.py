@@ -22,9 +22,10 @@ from PIL import Image, ImageDraw
 from apps.jobs.documents import load_image_frame
 from apps.jobs.models import Job, Page, Region, StageEvent
 from ocrsite.celery import app as celery_app
-from tests.conftest import dev_file, upload, wait_for_job
-from tests.openai_server import OpenAIServer, Reply, prompt_of
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.openai_server import OpenAIServer, Reply, prompt_of
+from tests.support.queues import Broker
 from workers.engines.base import LayoutBox
 from workers.engines.cpu import CpuRecognizerConfig, RapidOcrRecognizer
 from workers.engines.mixed import MixedRecognizer

@@ -20,10 +20,11 @@ from django.utils import timezone
 from apps.api import throttles
 from apps.jobs import services
 from apps.jobs.models import Job
-from tests.conftest import dev_file, wait_for_job
 from tests.hostile.corpus import text_pdf
-from tests.perimeter import key_client, new_key, queues_held
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.jobs_api import wait_for_job
+from tests.support.perimeter import key_client, new_key, queues_held
+from tests.support.queues import Broker
 
 
 class Clock:
@@ -81,9 +82,9 @@ def test_submission_throttle_refuses_the_n_plus_first_per_tenant(settings, held,
     assert resp.json()["error"]["code"] == "rate:submissions"
     assert int(resp["Retry-After"]) == 1800  # the pinned clock is half-way through the hour
     assert Job.objects.filter(tenant=tenant).count() == 3
-    # The seed-compatible door shares the tenant's budget.
-    seed = client.post("/process", {"file": _file(text_pdf("seed"))}, format="multipart")
-    assert seed.status_code == 429 and seed.json()["error"]["code"] == "rate:submissions"
+    # The course gateway's door shares the tenant's budget.
+    gateway = client.post("/process", {"file": _file(text_pdf("seed"))}, format="multipart")
+    assert gateway.status_code == 429 and gateway.json()["error"]["code"] == "rate:submissions"
     # Polls have their own budget, and another tenant has its own window.
     assert client.get("/api/v1/jobs").status_code == 200
     assert _pdf_upload(_tenant_client()[1]).status_code == 202
@@ -195,10 +196,10 @@ def test_idempotency_key_returns_the_original_job_and_refuses_a_different_file(h
     assert again["Idempotent-Replayed"] == "true"
     assert again.json()["id"] == first.json()["id"]
     assert again["Location"] == first["Location"]
-    seed = client.post(
+    gateway = client.post(
         "/process", {"file": _file(text_pdf("same"))}, format="multipart", HTTP_IDEMPOTENCY_KEY="order-42"
     )
-    assert seed.status_code == 200 and seed.json()["task_id"] == first.json()["id"]
+    assert gateway.status_code == 200 and gateway.json()["task_id"] == first.json()["id"]
 
     conflict = _pdf_upload(client, text="different", HTTP_IDEMPOTENCY_KEY="order-42")
     assert conflict.status_code == 409

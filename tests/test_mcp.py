@@ -11,7 +11,7 @@ import socket
 import sys
 import threading
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import httpx
@@ -26,8 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 from ocrclient.mcp_server import BEGIN, END, NOTICE, http_app
 
 from apps.jobs.models import Job
-from tests.conftest import dev_file
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.queues import Broker
 
 TOOLS = {"submit_document", "get_document_result", "parse_document", "cancel_document"}
 
@@ -40,10 +40,11 @@ def _job_id(text: str) -> str:
     return text.split(" as job ", 1)[1].split(" ", 1)[0]
 
 
-async def _poll_result(session: ClientSession, job_id: str, timeout: float = 180, **args) -> str:
+async def _poll_result(session: ClientSession, handle: str, timeout: float = 180, **args) -> str:
+    job_id = handle.split("+")[0]  # a handle may carry "+layout"; replies name the platform's job id
     deadline = time.monotonic() + timeout
     while True:
-        text = _text(await session.call_tool("get_document_result", {"job_id": job_id, **args}))
+        text = _text(await session.call_tool("get_document_result", {"job_id": handle, **args}))
         if text.startswith((f"Job {job_id} done", f"Job {job_id} is failed", f"Job {job_id} is cancelled")):
             return text
         assert time.monotonic() < deadline, text
@@ -160,19 +161,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def mcp_http(live_api):
+@contextmanager
+def _serving(platform_url: str):
+    """One replica of the Streamable HTTP server under uvicorn; yields its /mcp URL."""
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(http_app(live_api.url), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(http_app(platform_url), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/mcp"
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture
+def mcp_http(live_api):
+    with _serving(live_api.url) as url:
+        yield url
+
+
+@asynccontextmanager
+async def _http_session(url: str, key: str):
+    http = httpx2.AsyncClient(headers={"X-API-Key": key}, timeout=60)
+    async with streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
 
 
 def test_streamable_http_server_behind_api_keys(live_api, mcp_http):
@@ -219,3 +237,27 @@ def test_streamable_http_forwards_a_bad_key_as_the_platforms_refusal(live_api, m
             return _text(result)
 
     assert "auth:invalid-credentials" in asyncio.run(run())
+
+
+def test_any_http_replica_answers_a_job_another_one_took(live_api, mcp_http):
+    """The server keeps nothing between calls: a job submitted through one replica with
+    include_layout is collected, layout and all, through another that never saw the submit."""
+    data = base64.b64encode(dev_file("phototest.tif").read_bytes()).decode()
+
+    async def run() -> None:
+        async with _http_session(mcp_http, live_api.key) as first:
+            submitted = _text(
+                await first.call_tool(
+                    "submit_document", {"document_base64": data, "filename": "scan.tif", "include_layout": True}
+                )
+            )
+        handle = _job_id(submitted)
+        with _serving(live_api.url) as other_url:
+            async with _http_session(other_url, live_api.key) as other:
+                result = await _poll_result(other, handle)
+                refused = await other.call_tool("get_document_result", {"job_id": handle + "x"})
+        assert result.startswith(f"Job {handle.split('+')[0]} done"), result
+        assert "## Layout (regions in reading order)" in result and "lazy fox" in result.lower()
+        assert refused.is_error and "not a job id this server returned" in _text(refused)
+
+    _run_closing_connections(run())

@@ -10,11 +10,8 @@ accepted job completing, is ``make test-chaos`` (tests/chaos)."""
 from __future__ import annotations
 
 import io
-import socket
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -25,16 +22,11 @@ from rest_framework.test import APIClient
 from apps.api.models import TenantAPIKey
 from apps.jobs.models import Job
 from tests.hostile.corpus import text_pdf
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:  # a port nothing listens on once the socket is closed
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.support.outages import closed_port, postgresql_unreachable
 
 
 def _dead_redis_url() -> str:
-    return f"redis://127.0.0.1:{_closed_port()}/0"
+    return f"redis://127.0.0.1:{closed_port()}/0"
 
 
 @pytest.mark.django_db
@@ -66,21 +58,6 @@ def key_client(transactional_db) -> APIClient:
     client = APIClient(HTTP_X_API_KEY=key)
     client.raise_request_exception = False
     return client
-
-
-@contextmanager
-def postgresql_unreachable() -> Iterator[None]:
-    """Point the connection at a port nothing listens on: every query in between is refused, as
-    while the server is down or restarting."""
-    connection.close()
-    saved = dict(connection.settings_dict)
-    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(_closed_port()))
-    try:
-        yield
-    finally:
-        connection.close()
-        connection.settings_dict.clear()
-        connection.settings_dict.update(saved)
 
 
 def _assert_busy_database(resp) -> None:

@@ -14,7 +14,8 @@ import pytest
 
 from apps.jobs.models import Page, StageEvent
 from bench.accuracy import json_text, strip_markdown, word_scores
-from tests.conftest import dev_file, upload, wait_for_job
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
 
 # OCR'd pages are rendered at this resolution, as a scanner would deliver them.
 RASTER_DPI = 200

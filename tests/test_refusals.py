@@ -21,8 +21,9 @@ from django.core.files.uploadhandler import FileUploadHandler
 from PIL import Image
 
 from apps.jobs.models import Job
-from tests.conftest import dev_file, upload, wait_for_job
-from tests.queues import QUEUES, UNACKED_KEY
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.queues import QUEUES, UNACKED_KEY
 
 ELEVEN_MB = 11 * 1024 * 1024
 

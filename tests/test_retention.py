@@ -3,7 +3,7 @@ region text), keep their rows and timelines, once; /status and /result then agre
 
 Each test would catch a broken promise: a purge that deletes rows or misses files, one that
 touches young or active jobs, one that purges twice, a batch that is not bounded, a metric that
-does not move, and the 500 the seed status endpoint gave once a result file was gone.
+does not move, and the 500 the course gateway's status endpoint gave once a result file was gone.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from apps.jobs.documents import encode_png
 from apps.jobs.models import Job, Page, Region, StageEvent
 from ocrsite.celery import app as celery_app
 from ocrsite.vocabulary import ErrorCode, TaskName
-from tests.conftest import upload, wait_for_job
+from tests.support.jobs_api import upload, wait_for_job
 
 DAYS = 30
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import dev_file, upload, wait_for_job
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
 from workers.engines.cpu import cpu_budget
 
 

@@ -34,8 +34,9 @@ from django.utils import timezone
 
 from apps.jobs import services
 from apps.jobs.models import Job, Page
-from tests.conftest import ROOT, dev_file, upload, wait_for_job
-from tests.queues import Broker
+from tests.support.documents import ROOT, dev_file
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.queues import Broker
 
 AZURITE = ROOT / "tests" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
 CONTAINER = "ocr-test"

@@ -20,8 +20,9 @@ from django.conf import settings
 from django.test import override_settings as settings_override
 from moto.server import ThreadedMotoServer
 
-from tests.conftest import dev_file, upload, wait_for_job
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.queues import Broker
 
 BUCKET = "ocr-test"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test-key", "AWS_SECRET_ACCESS_KEY": "test-secret"}

@@ -16,20 +16,16 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import timedelta
 
-import numpy as np
 import pytest
 from django.conf import settings
-from django.core.files.storage import default_storage
-from django.utils import timezone
 
-from apps.jobs import services
-from apps.jobs.documents import encode_png
 from apps.jobs.models import Job, Page, Region
 from ocrsite.vocabulary import ErrorCode, TaskName
-from tests.perimeter import queues_held
-from tests.queues import QUEUES
+from tests.support.outages import postgresql_unreachable
+from tests.support.perimeter import queues_held
+from tests.support.pipeline_rows import long_ago, make_job, page_of, page_with_image, png_of_text
+from tests.support.queues import QUEUES
 from workers import engine_setup, layout
 from workers.engines.base import EngineError
 from workers.sweep import resend_lost_work
@@ -55,27 +51,6 @@ def sent(redis_client):
 
         yield read
         redis_client.delete(*QUEUES)
-
-
-def long_ago() -> timezone.datetime:
-    return timezone.now() - timedelta(seconds=settings.OCR_STALE_AFTER + 60)
-
-
-def make_job(status: str, page_count: int, pages: list[tuple[str, int]], stale: bool = True) -> Job:
-    """A job in ``status`` with ``pages`` as (status, attempts); rows aged past OCR_STALE_AFTER."""
-    job = Job.objects.create(
-        status=status, filename="x.tif", kind="tiff", sha256="0" * 64, page_count=page_count, source="sources/x.tif"
-    )
-    for index, (page_status, attempts) in enumerate(pages):
-        Page.objects.create(job=job, index=index, status=page_status, attempts=attempts)
-    if stale:
-        Page.objects.filter(job=job).update(updated_at=long_ago(), claimed_at=long_ago())
-        Job.objects.filter(pk=job.pk).update(updated_at=long_ago())
-    return job
-
-
-def page_of(job: Job, index: int = 0) -> Page:
-    return Page.objects.get(job=job, index=index)
 
 
 # --- the sweep, branch by branch -----------------------------------------------------------------
@@ -174,24 +149,6 @@ def test_a_job_never_fully_split_is_ingested_again(sent):
 # --- layout: one bad page fails alone; transient retries run out ----------------------------------
 
 
-def png_of_text() -> bytes:
-    """A page with dark blocks on white: something for the layout detector to find."""
-    img = np.full((800, 600, 3), 255, dtype=np.uint8)
-    for y in range(80, 700, 60):
-        img[y : y + 20, 60:540] = 30
-    return encode_png(img)
-
-
-def page_with_image(data: bytes | None) -> Page:
-    job = make_job("running", 1, [("queued", 0)], stale=False)
-    page = page_of(job)
-    page.image = services.save_bytes(f"pages/{job.pk}/00000.png", data or png_of_text())
-    page.save()
-    if data is None:
-        default_storage.delete(page.image.name)  # its row names a file that is gone
-    return page
-
-
 @pytest.mark.django_db
 def test_one_bad_page_fails_alone_in_a_layout_batch(sent, django_capture_on_commit_callbacks):
     """Three jobs' pages in one pass: one image is garbage, one is gone from storage, one is fine.
@@ -255,9 +212,7 @@ def test_transient_layout_failures_retry_until_the_attempts_run_out(
 @pytest.fixture
 def database_down(transactional_db):
     """The test database unreachable for this process: every query raises Django's real
-    OperationalError (``tests.test_outage.postgresql_unreachable``; restored afterwards)."""
-    from tests.test_outage import postgresql_unreachable
-
+    OperationalError (``tests.support.outages.postgresql_unreachable``; restored afterwards)."""
     with postgresql_unreachable():
         yield
 

@@ -7,7 +7,7 @@ import pymupdf
 import pytest
 
 from bench.accuracy import order_scores, word_scores
-from tests.conftest import BUNDLED_DATA, dev_file
+from tests.support.documents import BUNDLED_DATA, dev_file
 from workers.content.order import reading_order
 from workers.engines import textlayer
 

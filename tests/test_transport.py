@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client, RequestFactory
 
 from apps.api.auth import client_ip
-from tests.conftest import ROOT
+from tests.support.documents import ROOT
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,6 +1,6 @@
 """The ``vllm`` recognizer at its protocol boundary, against a real HTTP server on 127.0.0.1.
 
-vLLM itself cannot run in the default suite (no GPU, no weights); ``tests.openai_server`` speaks
+vLLM itself cannot run in the default suite (no GPU, no weights); ``tests.support.openai_server`` speaks
 the same OpenAI chat-completions protocol over real sockets, records every request body, counts
 requests in flight and notices disconnects, so every byte the recognizer sends and every
 failure it must survive is real. (``make test-vllm`` runs the same recognizer against a real
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.openai_server import OpenAIServer, Reply, echo_prompt, prompt_of
+from tests.support.openai_server import OpenAIServer, Reply, echo_prompt, prompt_of
 from workers.engines import profiles
 from workers.engines.base import EngineError, LayoutBox
 from workers.engines.vllm import VllmConfig, VllmRecognizer

@@ -22,8 +22,9 @@ import pytest
 
 from apps.jobs.models import Region
 from ocrsite.celery import app as celery_app
-from tests.conftest import ARTIFACTS, dev_file, upload, wait_for_job
-from tests.queues import Broker
+from tests.support.documents import ARTIFACTS, dev_file
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.queues import Broker
 from workers.engines import profiles
 from workers.engines.base import LayoutBox
 from workers.engines.vllm import VllmConfig, VllmRecognizer

@@ -1,5 +1,5 @@
 """The VLM going away: the ``vllm`` recognizer in a real worker against the in-test
-OpenAI-compatible server (tests/openai_server.py), which is stopped (connections refused, as a
+OpenAI-compatible server (tests/support/openai_server.py), which is stopped (connections refused, as a
 crashed or rescheduled vLLM pod gives) and started again on the same port.
 
 - Down for R4_OUTAGE_S (60 s by default), shorter than the retry budget: the page's recognition
@@ -25,9 +25,10 @@ from celery import current_app
 from django.urls import reverse
 
 from apps.jobs.models import Job, Page, Region, StageEvent
-from tests.conftest import ROOT, upload, wait_for_job
-from tests.openai_server import OpenAIServer, Reply, prompt_of
-from tests.queues import Broker
+from tests.support.documents import ROOT
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.openai_server import OpenAIServer, Reply, prompt_of
+from tests.support.queues import Broker
 
 OUTAGE_S = float(os.environ.get("R4_OUTAGE_S", "60"))
 PHOTOTEST = ROOT / "tests" / "data" / "phototest.tif"

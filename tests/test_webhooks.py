@@ -29,8 +29,8 @@ from apps.jobs.models import Job
 from apps.webhooks import egress
 from apps.webhooks import services as hooks
 from apps.webhooks.models import WebhookAttempt, WebhookDelivery, WebhookSecret
-from tests.conftest import dev_file
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.queues import Broker
 
 HOOK_WORKER_ENV = {
     "OCR_WEBHOOK_ALLOW_NETS": "127.0.0.1/32",

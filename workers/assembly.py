@@ -61,6 +61,7 @@ def page_dicts(job: Job) -> list[dict]:
                 "text": r.text,
                 "confidence": r.confidence,
                 "score": r.score,
+                "task": r.task,
                 "source": r.source,
                 "engine": r.engine,
                 "flags": r.flags,

@@ -16,10 +16,6 @@ from ocrsite.vocabulary import ErrorCode
 from workers.content.order import reading_order
 from workers.engines.base import EngineError, LayoutBox, RegionText
 
-# The layout model's per-box task (LayoutBox.task) rides in the region's flags as "task:<task>",
-# so the recognition stage, which rebuilds boxes from rows, still knows not to read skip/abandon.
-TASK_FLAG = "task:"
-
 
 def write_regions(page: Page, found: list[tuple[LayoutBox, RegionText | None]], *, source: str, engine: str) -> None:
     """Replace the page's regions (a redelivered stage rewrites, never appends)."""
@@ -43,12 +39,14 @@ def create_region(
         y1=y1,
         polygon=[list(p) for p in box.polygon] if box.polygon else None,
         score=box.score,
+        # Kept on the row: recognition rebuilds boxes from rows and must not read skip/abandon.
+        task=box.task or "",
         text=text.text if text else "",
         confidence=text.confidence if text else None,
         status=Region.Status.DONE if text else Region.Status.PENDING,
         source=source,
         engine=engine if text else "",
-        flags=([f"{TASK_FLAG}{box.task}"] if box.task else []) + (list(text.flags) if text else []),
+        flags=list(text.flags) if text else [],
         latency_ms=text.latency_ms if text else None,
         table=text.table if text else None,
     )
@@ -57,7 +55,7 @@ def create_region(
 def apply_text(region: Region, text: RegionText, engine: str) -> None:
     region.text = text.text
     region.confidence = text.confidence
-    region.flags = [f for f in region.flags if str(f).startswith(TASK_FLAG)] + list(text.flags)
+    region.flags = list(text.flags)
     region.latency_ms = text.latency_ms
     region.table = text.table
     region.engine = engine
@@ -101,8 +99,9 @@ def order_of(boxes: list[LayoutBox]) -> list[int]:
 
 def box_of(region: Region) -> LayoutBox:
     polygon = tuple(tuple(p) for p in region.polygon) if region.polygon else None
-    task = next((f[len(TASK_FLAG) :] for f in region.flags if str(f).startswith(TASK_FLAG)), None)
-    return LayoutBox(label=region.label, bbox=region.bbox, score=region.score, polygon=polygon, task=task)
+    return LayoutBox(
+        label=region.label, bbox=region.bbox, score=region.score, polygon=polygon, task=region.task or None
+    )
 
 
 def load_image(page: Page) -> np.ndarray:

@@ -10,9 +10,9 @@ router.trailing_slash = "/?"  # /api/v1/jobs and /api/v1/jobs/ both answer, as i
 router.register("api/v1/jobs", views.JobViewSet, basename="job")
 
 urlpatterns = [
-    path("process", views.process, name="seed-process"),
-    path("status/<uuid:task_id>", views.seed_status, name="seed-status"),
-    path("health", views.health, name="seed-health"),
+    path("process", views.gateway_process, name="gateway-process"),
+    path("status/<uuid:task_id>", views.gateway_status, name="gateway-status"),
+    path("health", views.health, name="gateway-health"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     *router.urls,

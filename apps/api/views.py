@@ -50,7 +50,7 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
 
 
 def accept_upload(request: Request) -> Job:
-    """Shared by /api/v1/jobs and the seed-compatible /process: size, type, pages, then submit."""
+    """Shared by /api/v1/jobs and the course gateway's /process: size, type, pages, then submit."""
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > settings.OCR_MAX_UPLOAD_BYTES + MULTIPART_SLACK:
         raise ApiError(413, ErrorCode.INPUT_TOO_LARGE, f"the limit is {settings.OCR_MAX_UPLOAD_BYTES} bytes")
@@ -182,13 +182,13 @@ def _read_result(job: Job, name: str) -> bytes:
         raise ApiError(410, ErrorCode.JOB_RESULT_PURGED, "the result is no longer stored") from None
 
 
-# --- seed-compatible endpoints for clients of the course's gateway ------------------------------
+# --- the course gateway's dialect: /process, /status/{task_id}, /health ------------------------
 # The gateway (neural-maze/production-ocr-course, client_rt_producer) speaks four statuses, an
 # ``error`` string and a ``result`` {markdown, layout}; its clients poll until ``done`` or
 # ``failed``. The gateway has no cancel, so a cancelled job reads as ``failed`` with an error
 # string naming ``job:cancelled``: a fifth status would leave those clients polling forever.
 
-_SEED_STATUS = {
+GATEWAY_STATUS = {
     Job.Status.QUEUED: "queued",
     Job.Status.RUNNING: "processing",
     Job.Status.ASSEMBLING: "processing",
@@ -198,7 +198,7 @@ _SEED_STATUS = {
 }
 
 
-def seed_error(job: Job) -> str | None:
+def gateway_error(job: Job) -> str | None:
     """The gateway's ``error`` is one string; ours keeps the stable code at its front."""
     if job.status == Job.Status.CANCELLED:
         return f"{ErrorCode.JOB_CANCELLED}: the job was cancelled"
@@ -215,16 +215,16 @@ def seed_error(job: Job) -> str | None:
 )
 @api_view(["POST"])
 @throttle_classes([SubmissionThrottle])
-def process(request: Request) -> Response:
+def gateway_process(request: Request) -> Response:
     job = accept_upload(request)
     code, headers = accepted(job)
-    return Response({"task_id": str(job.pk), "status": _SEED_STATUS[job.status]}, status=code, headers=headers)
+    return Response({"task_id": str(job.pk), "status": GATEWAY_STATUS[job.status]}, status=code, headers=headers)
 
 
 @extend_schema(responses={200: OpenApiTypes.OBJECT})
 @api_view(["GET"])
 @throttle_classes([PollThrottle])
-def seed_status(request: Request, task_id: str) -> Response:
+def gateway_status(request: Request, task_id: str) -> Response:
     job = Job.objects.filter(pk=task_id, tenant=tenant_of(request)).first()
     if job is None:
         raise ApiError(404, ErrorCode.JOB_NOT_FOUND, "no such task")
@@ -235,7 +235,7 @@ def seed_status(request: Request, task_id: str) -> Response:
         layout = json.loads(_read_result(job, job.result_json.name))["pages"]
         result = {"markdown": markdown, "layout": layout}
     return Response(
-        {"task_id": str(job.pk), "status": _SEED_STATUS[job.status], "result": result, "error": seed_error(job)}
+        {"task_id": str(job.pk), "status": GATEWAY_STATUS[job.status], "result": result, "error": gateway_error(job)}
     )
 
 

@@ -158,6 +158,13 @@ class Region(models.Model):
     y1 = models.FloatField()
     polygon = models.JSONField(null=True, blank=True)
     score = models.FloatField(default=0.0, help_text="layout detector confidence")
+    task = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        help_text="what the layout model said to do with the box (text, table, formula, chart, skip, abandon); "
+        "empty: the recognizer decides from the label",
+    )
     text = models.TextField(blank=True, default="")
     confidence = models.FloatField(null=True, blank=True, help_text="recognizer confidence")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)

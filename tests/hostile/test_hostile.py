@@ -15,9 +15,10 @@ from django.core.files.storage import default_storage
 from django.test import override_settings
 
 from apps.jobs.models import Job
-from tests.conftest import dev_file, upload, wait_for_job
 from tests.hostile.corpus import CASES, CLEAN_NAMES, SECRET, Case, Done, Failed, Refused, text_png
-from tests.perimeter import settle
+from tests.support.documents import dev_file
+from tests.support.jobs_api import upload, wait_for_job
+from tests.support.perimeter import settle
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ Input shape, one dict a page (regions already in reading order)::
 
     {"index", "width", "height", "dpi", "width_pt", "height_pt", "source",
      "regions": [{"order", "label", "bbox": (x0, y0, x1, y1), "polygon", "text", "confidence",
-                  "score", "source", "engine", "flags"}]}
+                  "score", "task", "source", "engine", "flags"}]}
 """
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ def to_json(job: dict[str, Any], pages: Sequence[dict[str, Any]]) -> str:
                         "source": r.get("source", page["source"]),
                         "engine": r.get("engine", ""),
                         "flags": r.get("flags", []),
+                        # The layout model's task, when it gave one (PP-DocLayoutV3, one-stage VLMs).
+                        **({"task": r["task"]} if r.get("task") else {}),
                         **({"table": r["table"]} if r.get("table") else {}),
                     }
                     for r in page["regions"]

@@ -340,8 +340,8 @@ class VllmRecognizer:
         image = _fit(image, self.profile["max_image_side"])
         fmt = self.profile["image_format"]
         ext, params, mime = {
-            # RLE at level 1: scans are long runs of paper; measured ~20% faster and smaller
-            # than the default strategy on line crops.
+            # RLE at level 1: scans are long runs of paper, which RLE encodes faster and smaller
+            # than the default strategy.
             "png": (
                 ".png",
                 [cv2.IMWRITE_PNG_COMPRESSION, 1, cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE],
@@ -350,8 +350,8 @@ class VllmRecognizer:
             "jpeg": (".jpg", [cv2.IMWRITE_JPEG_QUALITY, 92], "image/jpeg"),
         }[fmt]
         if image.ndim == 3 and _is_gray(image):
-            # Most scans are gray in three channels: one channel encodes ~3× faster and sends a
-            # third of the bytes; the server's processor expands it back to RGB.
+            # Most scans are gray in three channels: one channel is a third of the work and of the
+            # bytes; the server's processor expands it back to RGB.
             image = np.ascontiguousarray(image[:, :, 0])
         bgr = cv2.cvtColor(image, cv2.COLOR_RGB2BGR) if image.ndim == 3 else image
         ok, buf = cv2.imencode(ext, bgr, params)

@@ -7,7 +7,7 @@ connection, and answers according to a ``behaviour`` callable — normally, with
 
 In-process (tests):  ``with OpenAIServer(behaviour) as srv: srv.url``
 Separate process (benchmarks, so its CPU is not counted as the client's):
-    python -m tests.openai_server --port 8799 --latency-ms 200
+    python -m tests.support.openai_server --port 8799 --latency-ms 200
 """
 
 from __future__ import annotations

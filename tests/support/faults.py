@@ -1,7 +1,7 @@
 """Test scaffolding for real workers: a permanent engine failure on chosen pages.
 
 Every test worker imports this module (``tests/conftest.py`` starts ``celery worker --include
-tests.faults``); it does nothing unless the worker's environment sets OCR_FAIL_PAGES. With it
+tests.support.faults``); it does nothing unless the worker's environment sets OCR_FAIL_PAGES. With it
 (1-based page numbers, comma-separated), recognising one of those pages fails permanently with
 ``engine:injected-fault``, exactly where a real engine's permanent failure would surface, so the
 console's retry and the failure metrics can be exercised on a real worker. The production

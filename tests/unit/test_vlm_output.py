@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.support.documents import ROOT
 from workers.engines import profiles, vlm_output
 from workers.engines.base import LABELS
 
@@ -153,7 +153,7 @@ def test_serve_args_cli(capsys):
 
 def test_k8s_profiles_file_matches_the_profiles():
     """k8s/vllm/profiles.yaml is rendered from profiles.py; the two must not drift."""
-    path = Path(__file__).resolve().parent.parent / profiles.K8S_FILE
+    path = ROOT / profiles.K8S_FILE
     assert path.read_text() == profiles.render_k8s(), (
         "run: python -m workers.engines.profiles k8s > k8s/vllm/profiles.yaml"
     )

@@ -7,7 +7,7 @@ import pymupdf
 from PIL import Image
 
 from apps.jobs.documents import line_direction_score, straighten_sideways_scan
-from tests.conftest import dev_file
+from tests.support.documents import dev_file
 
 
 def test_line_direction_of_a_scan_and_of_it_turned():

@@ -9,7 +9,7 @@ import time
 import httpx
 
 from apps.jobs.models import Job
-from tests.conftest import dev_file
+from tests.support.documents import dev_file
 
 GATEWAY_STATUSES = {"queued", "processing", "done", "failed"}
 

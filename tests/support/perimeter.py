@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from rest_framework.test import APIClient
 
 from apps.api.models import TenantAPIKey
-from tests.queues import QUEUES, Broker
+from tests.support.queues import QUEUES, Broker
 
 AUDIENCE = "ocr-api"
 
@@ -142,7 +142,7 @@ def queues_held(redis_client) -> Iterator[None]:
     queues back (its job rows are about to be truncated), and they are given back only once no
     task is running or reserved, so nothing of this test runs during the flush: giving the queues
     back with the messages still in them started ingests in the middle of the flush (a deadlock
-    in CI). (tests.queues.Broker.paused insists on a running worker; these tests run without one.)
+    in CI). (tests.support.queues.Broker.paused insists on a running worker; these tests run without one.)
     """
     control = current_app.control
     replies = control.inspect(timeout=2).active_queues() or {}

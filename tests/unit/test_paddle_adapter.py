@@ -8,7 +8,7 @@ returns them (``res.json`` → ``{"res": {"input_path", "page_index", "boxes": [
 None for the labels in its ``SKIP_ORDER_LABELS``; PP-DocLayout_plus-L goes through PaddleX's
 object-detection predictor and has neither ``order`` nor ``polygon_points``). The model itself
 runs in ``test_real_model_on_gpu`` when OCR_PADDLE_MODEL_DIR points at weights (marked ``gpu``,
-skipped otherwise).
+skipped otherwise). The result structures are in tests/support/paddle_results.py.
 """
 
 from __future__ import annotations
@@ -20,94 +20,12 @@ import numpy as np
 import pytest
 
 from apps.jobs.documents import load_image_frame
-from tests.conftest import dev_file
+from tests.support.documents import dev_file
+from tests.support.paddle_results import PLUS_L_RESULT, V3_RESULT
 from workers.content.order import reading_order
 from workers.engines import paddle
 from workers.engines.base import LABELS, EngineError
 from workers.regions import order_of
-
-# A two-column page as PaddleX 3.7 returns it for PP-DocLayoutV3: boxes listed in the model's
-# reading order, integer coordinates (``restructured_boxes``), and ``order`` numbered only for
-# labels outside PaddleX's SKIP_ORDER_LABELS: the table and the chart get None
-# (``update_order_index``). The model reads the table (right column) between the two left-column
-# paragraphs that refer to it, an order our XY-cut would not produce.
-V3_RESULT = {
-    "res": {
-        "input_path": None,
-        "page_index": None,
-        "boxes": [
-            {
-                "cls_id": 6,
-                "label": "doc_title",
-                "score": 0.9612,
-                "coordinate": [120, 80, 980, 141],
-                "order": 1,
-                "polygon_points": [[120, 80], [980, 80], [980, 141], [120, 141]],
-            },
-            {
-                "cls_id": 22,
-                "label": "text",
-                "score": 0.9790,
-                "coordinate": [120, 180, 540, 560],
-                "order": 2,
-                "polygon_points": [[120, 180], [540, 180], [540, 560], [120, 560]],
-            },
-            {
-                "cls_id": 21,
-                "label": "table",
-                "score": 0.95,
-                "coordinate": [580, 180, 1000, 560],
-                "order": None,
-                "polygon_points": [[580, 180], [1000, 180], [1000, 560], [580, 560]],
-            },
-            {
-                "cls_id": 22,
-                "label": "text",
-                "score": 0.9871,
-                "coordinate": [120, 600, 540, 900],
-                "order": 3,
-                "polygon_points": [[120, 600], [540, 610], [540, 900], [120, 890]],
-            },
-            {
-                "cls_id": 5,
-                "label": "display_formula",
-                "score": 0.91,
-                "coordinate": [580, 600, 1000, 660],
-                "order": 4,
-                "polygon_points": [[580, 600], [1000, 600], [1000, 660], [580, 660]],
-            },
-            {
-                "cls_id": 3,
-                "label": "chart",
-                "score": 0.88,
-                "coordinate": [580, 700, 1000, 900],
-                "order": None,
-                "polygon_points": [[580, 700], [1000, 700], [1000, 900], [580, 900]],
-            },
-            {
-                "cls_id": 16,
-                "label": "number",
-                "score": 0.80,
-                "coordinate": [540, 1500, 580, 1530],
-                "order": 5,
-                "polygon_points": [[540, 1500], [580, 1500], [580, 1530], [540, 1530]],
-            },
-        ],
-    }
-}
-
-PLUS_L_RESULT = {
-    "res": {
-        "input_path": None,
-        "page_index": None,
-        "boxes": [
-            {"cls_id": 2, "label": "text", "score": 0.97, "coordinate": [50.0, 300.0, 500.0, 400.0]},
-            {"cls_id": 0, "label": "paragraph_title", "score": 0.93, "coordinate": [50.0, 240.0, 500.0, 280.0]},
-            {"cls_id": 8, "label": "table", "score": 0.90, "coordinate": [50.0, 420.0, 500.0, 700.0]},
-            {"cls_id": 1, "label": "image", "score": 0.85, "coordinate": [10.0, 10.0, 10.0, 50.0]},  # zero width
-        ],
-    }
-}
 
 
 def test_v3_result_converts_with_order_polygons_and_our_labels():
@@ -272,23 +190,3 @@ def test_real_model_on_gpu():
     assert len(pages) == 2
     assert any(b.label in ("text", "title") for b in pages[0])
     assert all(b.label in LABELS for page in pages for b in page)
-
-
-@pytest.mark.django_db
-def test_layout_task_survives_the_trip_through_region_rows():
-    """Layout and recognition are separate stages with the database between them: the task the
-    layout model gave a box must come back when recognition rebuilds boxes from rows, and stay
-    after text is applied (a page recognized again must still not send its images)."""
-    from apps.jobs.models import Job, Page
-    from workers.engines.base import RegionText
-    from workers.regions import apply_text, box_of, write_regions
-
-    job = Job.objects.create(status="running", filename="p.pdf", kind="pdf", sha256="2" * 64, page_count=1)
-    page = Page.objects.create(job=job, index=0, status="running", width=1100, height=1600, dpi=150)
-    boxes = paddle.boxes_from_result(V3_RESULT)
-    write_regions(page, [(b, None) for b in boxes], source="ocr", engine="")
-    rows = list(page.regions.order_by("order"))
-    assert [box_of(r).task for r in rows] == ["text", "text", "table", "text", "formula", "chart", "abandon"]
-    apply_text(rows[6], RegionText("", flags=("not-sent",)), "vllm:glm-ocr")
-    rows[6].refresh_from_db()
-    assert box_of(rows[6]).task == "abandon" and "not-sent" in rows[6].flags
