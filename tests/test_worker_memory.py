@@ -19,8 +19,8 @@ import pytest
 from apps.jobs import services
 from apps.jobs.models import Job
 from ocrsite.celery import app as celery_app
-from tests.conftest import dev_file
-from tests.queues import Broker
+from tests.support.documents import dev_file
+from tests.support.queues import Broker
 
 ROUNDS = 5
 # Resident memory moves by a few MB between identical jobs (Python's and glibc's free lists);
