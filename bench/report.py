@@ -146,7 +146,9 @@ def summary_table(rows: list[dict]) -> str:
 def build(date: str) -> str:
     """The report for ``date`` (YYYY-MM-DD) from that day's runs."""
     day = RUNS / date
-    records = {FORMER_NAMES.get(p.stem, p.stem): json.loads(p.read_text()) for p in sorted(day.glob("*.json"))}
+    # A run under a former name is read first, so a later run under today's name replaces it.
+    paths = sorted(day.glob("*.json"), key=lambda p: (p.stem not in FORMER_NAMES, p.name))
+    records = {FORMER_NAMES.get(p.stem, p.stem): json.loads(p.read_text()) for p in paths}
     if not records:
         raise FileNotFoundError(f"no benchmark runs under {day}")
     names = [n for n in ORDER if n in records] + sorted(n for n in records if n not in ORDER)

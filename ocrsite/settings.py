@@ -265,6 +265,12 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("CELERY_WORKER_PREFETCH_MULTIPLIER", 1)
+# A guard, not a budget: a pool process is replaced after its task once its peak resident memory
+# (Celery reads ru_maxrss on Linux) has passed this many MB. Set above the largest page's own peak
+# in a worker (bench memory: a 300-dpi table page detected at full size), so it fires only on
+# growth. 0: no guard.
+OCR_WORKER_MAX_MEMORY_MB = env_int("OCR_WORKER_MAX_MEMORY_MB", 2048)
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = OCR_WORKER_MAX_MEMORY_MB * 1024 or None
 CELERY_TASK_SOFT_TIME_LIMIT = OCR_TASK_SOFT_LIMIT
 CELERY_TASK_TIME_LIMIT = OCR_TASK_HARD_LIMIT
 # The job-wide stages have their own limits (soft, hard; at most the defaults above), so an operator

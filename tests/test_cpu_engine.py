@@ -280,3 +280,23 @@ def test_cpu_budget_reads_a_containers_cpu_quota(tmp_path):
         pytest.skip(f"cannot enter a cgroup namespace here: {run.stderr.strip()}")
     assert run.returncode == 0, run.stderr
     assert int(run.stdout.strip()) == 1, "0.5 CPU of quota is one CPU's worth of threads, whatever the cores"
+
+
+def test_openvino_sees_widths_in_steps_and_full_batches_and_reads_the_same(cache_dir):
+    # OpenVINO keeps memory for every input shape it has run, so exact crop widths made a worker
+    # grow page after page. The fast profile rounds widths up to steps and fills every batch:
+    # the shapes come from a small set, and the text read is the same as at exact widths.
+    stepped = RapidOcrRecognizer(profile_config("fast", threads=1, runtime="openvino", model_cache_dir=str(cache_dir)))
+    exact = RapidOcrRecognizer(replace(stepped.config, rec_width_step=0))
+    assert stepped.config.rec_width_step == 160
+    real = stepped.recognition_session
+    shapes = []
+
+    def spy(batch):  # records the tensor shapes the model gets; the real model still runs
+        shapes.append(batch.shape)
+        return real(batch)
+
+    stepped._recognition.session = spy
+    for image in (_image(PHOTOTEST), _cells()):
+        assert [l.text for l in stepped.read_lines(image)] == [l.text for l in exact.read_lines(image)]
+    assert shapes and all(s[0] == stepped.config.rec_batch and s[3] % 160 == 0 for s in shapes), shapes

@@ -177,7 +177,9 @@ PDF_STORE_EVERY = 25
 
 
 def release_pdf_cache() -> None:
-    """Empty MuPDF's object store (fonts, images, parsed objects of pages already read)."""
+    """Empty MuPDF's object store (fonts, images, parsed objects of pages already read). It keeps
+    them past the document's close, up to 256 MB per process, so a process rendering page after
+    page grew with every scanned page (tests/test_worker_memory.py)."""
     pymupdf.TOOLS.store_shrink(100)
 
 

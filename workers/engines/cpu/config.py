@@ -31,6 +31,10 @@ class CpuRecognizerConfig:
     # short word is a 48×60 crop, so at 320 most of its pass is padding; prose lines are wider
     # anyway, and the text read is the same.
     rec_min_width: int = 320
+    # OpenVINO only: recognition input widths rounded up to a multiple of this (and batches filled
+    # to rec_batch), so the model sees a bounded set of shapes; OpenVINO keeps memory for every
+    # shape it has run, which otherwise grows with every page (bench memory). 0: exact widths.
+    rec_width_step: int = 0
     text_score: float = 0.5
     # At most this many detected text boxes per page (rapidocr's default, 1000, silently dropped
     # the top quarter of the NICS statistics table: ~1,500 cells).
@@ -56,7 +60,8 @@ class CpuRecognizerConfig:
 # Engine profiles (OCR_CPU_PROFILE): "fast" is the Latin head, two-pass detection, batches of 4
 # line crops (crops are sorted by width, so small batches pad less: less recognition CPU than 16 at
 # the same word F1, and a lower peak memory) padded to 96 px rather than 320 (short crops: table
-# cells, numbers), recognised on the runtime that is cheaper on this CPU; "accurate" is every
+# cells, numbers), recognised on the runtime that is cheaper on this CPU (widths in steps of 160 px
+# there, which reads the same text); "accurate" is every
 # script at full detection resolution on onnxruntime. bench p2 measures both.
 CPU_PROFILES: dict[CpuProfile, dict] = {
     CpuProfile.FAST: {
@@ -64,6 +69,7 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
         "det_probe_side": 960,
         "rec_batch": 4,
         "rec_min_width": 96,
+        "rec_width_step": 160,
         "runtime": CpuRuntime.AUTO,
     },
     CpuProfile.ACCURATE: {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -12,6 +14,8 @@ from workers.engines.cpu.config import CpuLayoutConfig
 from workers.engines.cpu.rapid import as_bgr, info_held_back, quiet
 from workers.engines.geometry import best_container, iou
 
+log = logging.getLogger("workers.engines.cpu")
+
 
 class RapidLayoutEngine:
     """CDLA layout detection. Pages are run one after another: the model has a fixed batch of 1."""
@@ -21,6 +25,7 @@ class RapidLayoutEngine:
     def __init__(self, config: CpuLayoutConfig) -> None:
         from rapid_layout import RapidLayout  # heavy import kept out of web processes
 
+        started = time.perf_counter()
         self.config = config
         # rapid-layout creates its INFO loggers (own handler, no propagation) while the model
         # loads, so levels cannot be set beforehand: hold INFO back for the one-off load.
@@ -32,6 +37,7 @@ class RapidLayoutEngine:
                 engine_cfg=ort_engine_cfg(config.threads),
             )
         quiet("rapid_layout")
+        log.info("CPU layout engine ready in %.1f s", time.perf_counter() - started)
 
     def detect(self, images: Sequence[np.ndarray]) -> list[list[LayoutBox]]:
         out: list[list[LayoutBox]] = []

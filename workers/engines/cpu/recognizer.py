@@ -25,6 +25,7 @@ from workers.engines.cpu.budget import resolve_threads
 from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolved
 from workers.engines.cpu.detection import TextDetection
 from workers.engines.cpu.lines import assign_lines, table_text
+from workers.engines.cpu.memory import release_freed_memory
 from workers.engines.cpu.rapid import as_bgr, quiet
 from workers.engines.geometry import quad_to_box
 
@@ -121,7 +122,6 @@ class RapidOcrRecognizer:
         return self.read_page(image, full_detection=full_detection).lines
 
     def read_page(self, image: np.ndarray, *, full_detection: bool = False) -> PageLines:
-        from rapidocr.ch_ppocr_rec import TextRecInput
         from rapidocr.utils.process_img import (
             apply_vertical_padding,
             get_rotate_crop_image,
@@ -130,10 +130,11 @@ class RapidOcrRecognizer:
         )
 
         g = self._global
-        original = as_bgr(image)
-        height, width = original.shape[:2]
-        page, ratio_h, ratio_w = resize_image_within_bounds(original, g.min_side_len, g.max_side_len)
-        del original  # a page-sized copy: not held while the models run
+        height, width = image.shape[:2]
+        # Scaled first, then turned to BGR: the channel flip copies only the smaller page (the
+        # resize treats each channel alike, so the pixels are the same either way).
+        page, ratio_h, ratio_w = resize_image_within_bounds(image, g.min_side_len, g.max_side_len)
+        page = as_bgr(page)
         page, op_record = apply_vertical_padding(
             page, {"preprocess": {"ratio_h": ratio_h, "ratio_w": ratio_w}}, g.width_height_ratio, g.min_height
         )
@@ -144,22 +145,52 @@ class RapidOcrRecognizer:
                     return PageLines([], detected.detection_pass)
                 crops = [get_rotate_crop_image(page, quad.copy()) for quad in detected.quads]
                 del page
-                read = self._recognition(TextRecInput(img=crops))
+                read = self._read_crops(crops)
         except Exception as exc:  # onnxruntime and OpenVINO raise plain exceptions on bad tensors
             raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
         quads = map_boxes_to_original(detected.quads.copy(), op_record, height, width)
         lines = [
             TextLine(text=text.strip(), bbox=quad_to_box(quad), confidence=float(score))
-            for quad, text, score in zip(quads, read.txts, read.scores, strict=True)
+            for quad, (text, score) in zip(quads, read, strict=True)
             if text.strip() and score >= g.text_score
         ]
         return PageLines(lines, detected.detection_pass)
+
+    def _read_crops(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+        """(text, confidence) of each line crop. Crops are read in batches of similar width (sorted
+        by aspect ratio, as rapidocr does), each scaled to the model's height and padded to the
+        batch's widest. On OpenVINO, which keeps state for every input shape it has seen (memory
+        that grows page after page), the width is rounded up to a multiple of ``rec_width_step``
+        and every batch is filled to ``rec_batch``, so the shapes come from a small fixed set."""
+        rec = self._recognition
+        _channels, height, min_width = rec.rec_image_shape
+        batch = rec.rec_batch_num
+        step = self.config.rec_width_step if self.runtime == CpuRuntime.OPENVINO else 0
+        ratios = [crop.shape[1] / crop.shape[0] for crop in crops]
+        order = np.argsort(np.array(ratios))
+        out: list[tuple[str, float]] = [("", 0.0)] * len(crops)
+        for start in range(0, len(crops), batch):
+            members = order[start : start + batch]
+            widest = max(min_width / height, *(ratios[i] for i in members))
+            if step:  # the half pixel keeps int(height * widest) on the rounded width
+                widest = (-(-int(height * widest) // step) * step + 0.5) / height
+            tensor = np.stack([rec.resize_norm_img(crops[i], widest) for i in members]).astype(np.float32)
+            if step and len(members) < batch:
+                tensor = np.concatenate([tensor, np.zeros((batch - len(members), *tensor.shape[1:]), np.float32)])
+            preds = rec.session(tensor)[: len(members)]
+            texts, _words = rec.postprocess_op(
+                preds, False, wh_ratio_list=[ratios[i] for i in members], max_wh_ratio=widest
+            )
+            for i, text in zip(members, texts, strict=True):
+                out[i] = (text[0], float(text[1]))
+        return out
 
     def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox], *, cancelled=None) -> Recognition:
         # ``cancelled`` is not polled: one local pass is seconds, and the page's result is simply
         # not used once the job is cancelled.
         started = time.perf_counter()
         lines = self.read_lines(image, full_detection=needs_full_detection(regions))
+        release_freed_memory()
         recognition = assign_lines(lines, regions)
         for i, region in enumerate(regions):
             if region.label == "table":
