@@ -59,6 +59,7 @@ HELP = {
     "OCR_DPI": "render resolution for OCR pages",
     "OCR_LAYOUT_BATCH": "pages per layout forward pass",
     "OCR_BATCH_WINDOW_MS": "how long the layout collector waits to fill a batch",
+    "OCR_WORKER_MAX_MEMORY_MB": "a worker pool process whose peak RSS passes this is replaced after its task (0: no guard)",
     "OCR_ENGINE_THREADS": "intra-op threads per engine (0: the process's CPU budget shared by the pool's processes)",
     "OCR_REC_BATCH": "text-line crops per recognition batch (0: the CPU profile's)",
     "OCR_DET_MAX_SIDE": "a page is scaled to fit this longest side before OCR",
