@@ -83,7 +83,11 @@ def prepare_database() -> str:
     subprocess.run([*manage, "migrate", "--verbosity", "0"], cwd=ROOT, env=env(), check=True)
     script = (
         "from django.contrib.auth import get_user_model; from rest_framework.authtoken.models import Token; "
+        "from apps.api.models import Tenant, TenantUser; "
         "u, _ = get_user_model().objects.get_or_create(username='bench'); "
+        # API users act for a tenant only through an explicit link (apps.api.models.TenantUser).
+        "t, _ = Tenant.objects.get_or_create(slug='bench'); "
+        "TenantUser.objects.get_or_create(user=u, defaults={'tenant': t}); "
         "print(Token.objects.get_or_create(user=u)[0].key)"
     )
     out = subprocess.run(
