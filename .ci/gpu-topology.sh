@@ -26,36 +26,9 @@ WEB_PORT=28000 FLOWER_PORT=25555 POSTGRES_PORT=25432 REDIS_PORT=26379 S3_PORT=29
 mkdir -p "$WORK" "$BASE_WORK" "$WORK/models"
 [ -f "$SHARED/setup.sh" ] || die "$SHARED/setup.sh not found (set VLLM_CPU_SHARED)"
 
-need=()
-for tool in podman buildah runc debootstrap docker-compose curl; do command -v "$tool" >/dev/null || need+=("$tool"); done
-if [ ${#need[@]} -gt 0 ]; then
-  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || die "missing ${need[*]}; install as root: apt-get install podman buildah runc debootstrap docker-compose"
-  say "installing ${need[*]} (apt)"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}") >"$WORK/apt.log" 2>&1 \
-    || die "apt-get install failed, see $WORK/apt.log"
-fi
-cat >"$WORK/containers.conf" <<'CONF'
-[engine]
-runtime = "runc"
-[containers]
-default_ulimits = ["nofile=16384:16384", "nproc=16384:16384"]
-CONF
-export CONTAINERS_CONF="$WORK/containers.conf"
-
-if ! podman image exists "$BASE_IMAGE"; then
-  if [ ! -s "$BASE_WORK/base-bookworm.tar" ]; then
-    mirror=$( { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources || true
-      grep -hs '^deb ' /etc/apt/sources.list | awk '{print "URIs: " $2}' || true; } \
-      | awk '{print $2}' | { grep -v security || true; } | head -n1)
-    say "debootstrap bookworm from ${mirror:=http://deb.debian.org/debian}"
-    rm -rf "$WORK/rootfs"
-    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$WORK/rootfs" "$mirror" \
-      >"$WORK/debootstrap.log" 2>&1 || die "debootstrap failed, see $WORK/debootstrap.log"
-    tar -C "$WORK/rootfs" -cf "$BASE_WORK/base-bookworm.tar.tmp" . && mv "$BASE_WORK/base-bookworm.tar.tmp" "$BASE_WORK/base-bookworm.tar"
-    rm -rf "$WORK/rootfs"
-  fi
-  podman import "$BASE_WORK/base-bookworm.tar" "$BASE_IMAGE" >/dev/null
-fi
+source .ci/podman-base.sh
+podman_tools "$WORK"
+podman_base_image "$BASE_IMAGE" "$BASE_WORK"
 
 ca=${OCR_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 secret=()

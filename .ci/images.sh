@@ -22,42 +22,10 @@ BASE_IMAGE=localhost/ocr-base:bookworm
 WEB_PORT=18000 FLOWER_PORT=15555 POSTGRES_PORT=15432 REDIS_PORT=16379 S3_PORT=19000
 mkdir -p "$WORK"
 
-# --- tools -----------------------------------------------------------------------------------
-need=()
-for tool in podman buildah runc debootstrap docker-compose curl; do command -v "$tool" >/dev/null || need+=("$tool"); done
-if [ ${#need[@]} -gt 0 ]; then
-  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || die "missing ${need[*]}; install as root: apt-get install podman buildah runc debootstrap docker-compose"
-  say "installing ${need[*]} (apt)"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}") >"$WORK/apt.log" 2>&1 \
-    || die "apt-get install failed, see $WORK/apt.log"
-fi
-# podman's default OCI runtime (crun) fails on this machine kind; runc works with explicit ulimits.
-cat >"$WORK/containers.conf" <<'CONF'
-[engine]
-runtime = "runc"
-[containers]
-default_ulimits = ["nofile=16384:16384", "nproc=16384:16384"]
-CONF
-export CONTAINERS_CONF="$WORK/containers.conf"
-
-# --- base image: Debian bookworm minbase + python3, from the mirror apt already uses ------------
-if ! podman image exists "$BASE_IMAGE"; then
-  if [ ! -s "$WORK/base-bookworm.tar" ]; then
-    # Either file may be absent (deb822-only machines have no sources.list): grep's status must
-    # not end the script under pipefail.
-    mirror=$( { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources || true
-      grep -hs '^deb ' /etc/apt/sources.list | awk '{print "URIs: " $2}' || true; } \
-      | awk '{print $2}' | { grep -v security || true; } | head -n1)
-    say "debootstrap bookworm from ${mirror:=http://deb.debian.org/debian}"
-    rm -rf "$WORK/rootfs"
-    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$WORK/rootfs" "$mirror" \
-      >"$WORK/debootstrap.log" 2>&1 || die "debootstrap failed, see $WORK/debootstrap.log"
-    tar -C "$WORK/rootfs" -cf "$WORK/base-bookworm.tar.tmp" . && mv "$WORK/base-bookworm.tar.tmp" "$WORK/base-bookworm.tar"
-    rm -rf "$WORK/rootfs"
-  fi
-  say "importing the base image"
-  podman import "$WORK/base-bookworm.tar" "$BASE_IMAGE" >/dev/null
-fi
+# --- tools and the base image (Debian bookworm minbase + python3, from apt's own mirror) -------
+source .ci/podman-base.sh
+podman_tools "$WORK"
+podman_base_image "$BASE_IMAGE" "$WORK"
 
 # --- images ------------------------------------------------------------------------------------
 # The machine's CA bundle goes in as a build secret (a TLS-inspecting proxy may sit on the way to
