@@ -32,7 +32,13 @@ from apps.jobs.models import DirectUpload, Job
 from tests.support.documents import ROOT, dev_file
 from tests.support.object_stores import BUCKET, CONTAINER, CREDENTIALS, REGION, azurite, s3_endpoint  # noqa: F401 (fixtures)
 
-PDF = dev_file("multi_page.pdf")
+
+def _pdf():
+    """The dev set's multi-page PDF, looked up per test: at import, a missing file would skip the
+    whole module by error (pytest refuses a module-level skip) instead of the tests that need it."""
+    return dev_file("multi_page.pdf")
+
+
 PNG_HEAD = b"\x89PNG\r\n\x1a\n"
 
 
@@ -108,7 +114,7 @@ def _code(resp) -> str:
 
 def _refusals_at_job_creation(api: APIClient, other_api: APIClient) -> None:
     """What the platform itself checks, whatever the store enforced; shared by S3 and Azure."""
-    data = PDF.read_bytes()
+    data = _pdf().read_bytes()
 
     # Nothing sent yet: the slot has no object.
     empty = _slot(api, len(data))
@@ -156,7 +162,7 @@ def _refusals_at_job_creation(api: APIClient, other_api: APIClient) -> None:
 
 @pytest.mark.django_db
 def test_s3_presigned_post_is_bound_to_key_size_type_and_expiry(api, other_api, other_tenant, s3_endpoint):  # noqa: F811
-    data = PDF.read_bytes()
+    data = _pdf().read_bytes()
     with settings_override(STORAGES=_s3_storage(s3_endpoint), OCR_UPLOAD_URL_SECONDS=600):
         slot = _slot(api, len(data))
         assert slot["method"] == "POST" and slot["url"].startswith(s3_endpoint)
@@ -191,7 +197,7 @@ def test_s3_presigned_post_is_bound_to_key_size_type_and_expiry(api, other_api, 
 
 @pytest.mark.django_db
 def test_azure_sas_upload_is_one_blob_write_only_and_expires(api, other_api, azurite):  # noqa: F811
-    data = PDF.read_bytes()
+    data = _pdf().read_bytes()
     with settings_override(STORAGES=_azure_storage(azurite), OCR_UPLOAD_URL_SECONDS=600):
         slot = _slot(api, len(data))
         assert slot["method"] == "PUT" and slot["headers"]["x-ms-blob-type"] == "BlockBlob"
@@ -222,7 +228,7 @@ def test_azure_sas_upload_is_one_blob_write_only_and_expires(api, other_api, azu
 
 @pytest.mark.django_db
 def test_local_signed_put_refuses_bigger_other_type_forged_and_expired(api, other_api):
-    data = PDF.read_bytes()
+    data = _pdf().read_bytes()
     slot = _slot(api, len(data))
     assert slot["method"] == "PUT" and "token=" in slot["url"]
     url = slot["url"]
@@ -270,14 +276,14 @@ def test_client_and_cli_switch_to_direct_upload_above_threshold(live_api, tmp_pa
 
     async def from_bytes() -> str:  # the async client, as the remote MCP server's uri input uses it
         async with AsyncClient(live_api.url, api_key=live_api.key, direct_upload_above=1024) as client:
-            return (await client.submit(PDF.read_bytes(), filename="from-mcp.pdf")).id
+            return (await client.submit(_pdf().read_bytes(), filename="from-mcp.pdf")).id
 
     via_async = asyncio.run(from_bytes())
     assert DirectUpload.objects.get(job_id=via_async).filename == "from-mcp.pdf"
 
     out = tmp_path / "out"
     cli = subprocess.run(
-        [sys.executable, "-m", "ocrclient.cli", "submit", str(PDF), "-o", str(out)],
+        [sys.executable, "-m", "ocrclient.cli", "submit", str(_pdf()), "-o", str(out)],
         env={**live_api.env(), "OCR_DIRECT_UPLOAD_ABOVE": "1024"},
         cwd=ROOT,
         capture_output=True,
@@ -285,6 +291,6 @@ def test_client_and_cli_switch_to_direct_upload_above_threshold(live_api, tmp_pa
         timeout=300,
     )
     assert cli.returncode == 0, cli.stderr
-    via_cli = Job.objects.filter(tenant=live_api.tenant, filename=PDF.name).get()
+    via_cli = Job.objects.filter(tenant=live_api.tenant, filename=_pdf().name).get()
     assert DirectUpload.objects.filter(job=via_cli).exists()
     assert list(Path(out).glob("*.md"))
