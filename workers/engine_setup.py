@@ -14,7 +14,7 @@ from celery.concurrency import prefork
 from celery.signals import worker_init
 from django.conf import settings
 
-from ocrsite.vocabulary import CpuRuntime
+from ocrsite.vocabulary import CpuModel, CpuRuntime
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
 from workers.engines.cpu import CpuLayoutConfig, cpu_budget, profile_config, resolve_threads
@@ -63,6 +63,8 @@ def deployment() -> registry.EngineSettings:
             det_max_side=settings.OCR_DET_MAX_SIDE,
             **({"rec_batch": settings.OCR_REC_BATCH} if settings.OCR_REC_BATCH > 0 else {}),
             **({"runtime": CpuRuntime(settings.OCR_CPU_RUNTIME)} if settings.OCR_CPU_RUNTIME else {}),
+            **({"det_model": CpuModel(settings.OCR_CPU_DET_MODEL)} if settings.OCR_CPU_DET_MODEL else {}),
+            **({"rec_model": CpuModel(settings.OCR_CPU_REC_MODEL)} if settings.OCR_CPU_REC_MODEL else {}),
             det_limit_side=settings.OCR_DET_LIMIT_SIDE,
             det_limit_type=settings.OCR_DET_LIMIT_TYPE,
             model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR),

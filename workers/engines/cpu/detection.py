@@ -25,11 +25,19 @@ class Detected:
     detection_pass: str
 
 
+# A probe box more than this many times the lower-quartile box height holds more than one line: at
+# a reduced size the tiny detector merges the lines of small print into paragraph blocks (on a
+# 6-pt page it gave boxes 35 and 64 px tall among 13-px lines), and a block read as one line is
+# garbage. Headings run 1.3-2x body text, so a few tall boxes are allowed.
+MERGED_LINE_FACTOR = 2.0
+MERGED_SHARE_MAX = 0.1
+
+
 class TextDetection:
     """Two-pass detection: the page with its long side capped at ``det_probe_side`` first, kept
-    when the median line is at least ``det_probe_min_px`` tall there; otherwise (small print, or
-    nothing found) again at ``det_limit_side``/``det_limit_type``. ``det_probe_side`` 0: one
-    full-size pass."""
+    when the median line is at least ``det_probe_min_px`` tall there and the boxes are lines, not
+    merged blocks (``probe_is_lines``); otherwise (small print, or nothing found) again at
+    ``det_limit_side``/``det_limit_type``. ``det_probe_side`` 0: one full-size pass."""
 
     def __init__(self, detector, config: CpuRecognizerConfig) -> None:
         self._det = detector  # rapidocr.ch_ppocr_det.TextDetector
@@ -47,7 +55,7 @@ class TextDetection:
             quads = self._detect(image, self._probe, "max")
             if len(quads):
                 scale = min(1.0, self._probe / max(image.shape[:2]))
-                if float(np.median(line_heights(quads))) * scale >= self._min_px:
+                if probe_is_lines(line_heights(quads) * scale, self._min_px):
                     return Detected(quads, PROBE)
         return Detected(self._detect(image, *self._full), FULL)
 
@@ -61,6 +69,16 @@ class TextDetection:
         if len(boxes) == 0:
             return np.zeros((0, 4, 2), np.float32)
         return self._det.sorted_boxes(boxes)
+
+
+def probe_is_lines(heights: np.ndarray, min_px: float) -> bool:
+    """Whether boxes of these heights (probe pixels) are single lines of print large enough to
+    read: median at least ``min_px``, and at most MERGED_SHARE_MAX of them taller than
+    MERGED_LINE_FACTOR times the lower quartile (merged lines)."""
+    if not len(heights) or float(np.median(heights)) < min_px:
+        return False
+    merged = heights > MERGED_LINE_FACTOR * float(np.percentile(heights, 25))
+    return float(np.mean(merged)) <= MERGED_SHARE_MAX
 
 
 def line_heights(quads: np.ndarray) -> np.ndarray:

