@@ -22,7 +22,7 @@ from workers.engines.cpu import (
     profile_config,
     resolve_threads,
 )
-from workers.engines.cpu.models import is_latin, latin_rec_model, wheel_rec_model
+from workers.engines.cpu.models import is_latin, latin_rec_model, rec_dictionary, rec_model, wheel_rec_model
 
 PHOTOTEST = "tests/data/phototest.tif"
 
@@ -68,11 +68,14 @@ def test_settings_choose_the_profile(settings, tmp_path):
             engine_setup.deployment.cache_clear()
             cfg = engine_setup.deployment().cpu_recognizer
             assert (cfg.rec_head, cfg.model_cache_dir) == (head, str(tmp_path))
+        assert (cfg.det_model, cfg.rec_model) == ("tiny", "tiny")
         settings.OCR_REC_BATCH = 7
         settings.OCR_CPU_RUNTIME = "onnxruntime"
+        settings.OCR_CPU_REC_MODEL = "small"
         engine_setup.deployment.cache_clear()
         cfg = engine_setup.deployment().cpu_recognizer
         assert (cfg.rec_batch, cfg.runtime) == (7, "onnxruntime"), "explicit settings beat the fast profile"
+        assert (cfg.det_model, cfg.rec_model) == ("tiny", "small")
     finally:
         engine_setup.deployment.cache_clear()
 
@@ -92,6 +95,36 @@ def test_latin_head_is_built_once_from_the_wheel(cache_dir):
     assert all(is_latin(c) for c in chars)
     assert set("AZaz09äöüßéèçñ€£$%&.,;:!?()-–—“”") <= set(chars)
     assert len(chars) < 1000 and path.stat().st_size < wheel_rec_model().stat().st_size
+
+
+def test_tiny_latin_head_is_cut_from_the_tiny_dictionary(cache_dir):
+    import onnx
+
+    full, keys = rec_model("tiny", "full", cache_dir)
+    assert full == wheel_rec_model("tiny") and keys is not None, "the tiny export keeps its dictionary beside it"
+    latin, keys = rec_model("tiny", "latin", cache_dir)
+    assert keys is None, "the cut model carries its dictionary"
+    chars = next(p.value for p in onnx.load(str(latin)).metadata_props if p.key == "character").split("\n")
+    assert set(chars) <= set(rec_dictionary("tiny")) and all(is_latin(c) for c in chars)
+    assert set("AZaz09äöüßéèçñ€£$%&.,;:!?()-–—“”") <= set(chars)
+
+
+def test_a_tiny_model_file_other_than_the_measured_one_is_refused(monkeypatch, tmp_path):
+    from workers.engines.cpu import models
+
+    other = tmp_path / "rec.onnx"
+    other.write_bytes(wheel_rec_model("tiny").read_bytes() + b"\0")
+    monkeypatch.setattr(models, "wheel_rec_model", lambda model="small": other)
+    with pytest.raises(ValueError, match="not the measured tiny export"):
+        models.rec_model("tiny", "latin", tmp_path)
+
+
+def test_tiny_models_read_what_the_small_ones_read(cache_dir):
+    image = _image(PHOTOTEST)
+    small = RapidOcrRecognizer(profile_config("accurate", threads=1)).read_lines(image)
+    tiny = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(cache_dir)))
+    assert tiny.name == "rapidocr:PP-OCRv6-tiny-det/tiny-rec"
+    assert [line.text for line in tiny.read_lines(image)] == [line.text for line in small]
 
 
 def test_latin_head_reads_the_same_text_as_the_full_head(cache_dir):
