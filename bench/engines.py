@@ -60,7 +60,7 @@ class Product:
     def __init__(self, config: CpuRecognizerConfig, label: str = "ours") -> None:
         self.config = config
         self.label = label
-        self.layout = RapidLayoutEngine(CpuLayoutConfig(threads=config.threads))
+        self.layout = RapidLayoutEngine(CpuLayoutConfig(threads=config.threads, model_cache_dir=config.model_cache_dir))
         self.engine = RapidOcrRecognizer(config)
 
     def warm(self, image: np.ndarray) -> None:

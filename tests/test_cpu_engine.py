@@ -333,3 +333,20 @@ def test_openvino_sees_widths_in_steps_and_full_batches_and_reads_the_same(cache
     for image in (_image(PHOTOTEST), _cells()):
         assert [l.text for l in stepped.read_lines(image)] == [l.text for l in exact.read_lines(image)]
     assert shapes and all(s[0] == stepped.config.rec_batch and s[3] % 160 == 0 for s in shapes), shapes
+
+
+def test_fused_layout_model_finds_the_same_regions_as_the_wheels(cache_dir):
+    import onnx
+
+    from workers.engines.cpu import CpuLayoutConfig, RapidLayoutEngine
+    from workers.engines.cpu.models import fused_layout_model
+
+    path = fused_layout_model(cache_dir)
+    ops = [n.op_type for n in onnx.load(str(path)).graph.node]
+    assert ops.count("HardSwish") == 94 and "Clip" not in ops and "Div" not in ops
+    image = _image("tests/data/phototest.tif")
+    wheel = RapidLayoutEngine(CpuLayoutConfig(threads=1, fused=False)).detect([image])[0]
+    fused = RapidLayoutEngine(CpuLayoutConfig(threads=1, model_cache_dir=str(cache_dir))).detect([image])[0]
+    assert wheel and [b.label for b in fused] == [b.label for b in wheel]
+    assert np.allclose([b.bbox for b in fused], [b.bbox for b in wheel], atol=0.5)
+    assert np.allclose([b.score for b in fused], [b.score for b in wheel], atol=1e-4)

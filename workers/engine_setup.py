@@ -56,7 +56,7 @@ def deployment() -> registry.EngineSettings:
     return registry.EngineSettings(
         layout=settings.OCR_LAYOUT_ENGINE,
         recognizer=settings.OCR_RECOGNIZER,
-        cpu_layout=CpuLayoutConfig(threads=threads),
+        cpu_layout=CpuLayoutConfig(threads=threads, model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR)),
         cpu_recognizer=profile_config(
             settings.OCR_CPU_PROFILE,
             threads=threads,

