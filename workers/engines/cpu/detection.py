@@ -39,8 +39,9 @@ class TextDetection:
     merged blocks (``probe_is_lines``); otherwise (small print, or nothing found) again at
     ``det_limit_side``/``det_limit_type``. ``det_probe_side`` 0: one full-size pass."""
 
-    def __init__(self, detector, config: CpuRecognizerConfig) -> None:
-        self._det = detector  # rapidocr.ch_ppocr_det.TextDetector
+    def __init__(self, detector, config: CpuRecognizerConfig, probe_detector=None) -> None:
+        self._det = detector  # rapidocr.ch_ppocr_det.TextDetector: the full-size pass
+        self._probe_det = probe_detector or detector
         self._probe = config.det_probe_side
         self._min_px = config.det_probe_min_px
         self._full = (config.det_limit_side, config.det_limit_type)
@@ -52,23 +53,23 @@ class TextDetection:
 
     def __call__(self, image: np.ndarray, *, full: bool = False) -> Detected:
         if self._probe > 0 and not full:
-            quads = self._detect(image, self._probe, "max")
+            quads = self._detect(self._probe_det, image, self._probe, "max")
             if len(quads):
                 scale = min(1.0, self._probe / max(image.shape[:2]))
                 if probe_is_lines(line_heights(quads) * scale, self._min_px):
                     return Detected(quads, PROBE)
-        return Detected(self._detect(image, *self._full), FULL)
+        return Detected(self._detect(self._det, image, *self._full), FULL)
 
-    def _detect(self, image: np.ndarray, side: int, kind: str) -> np.ndarray:
+    def _detect(self, det, image: np.ndarray, side: int, kind: str) -> np.ndarray:
         from rapidocr.ch_ppocr_det.utils import DetPreProcess
 
-        tensor = DetPreProcess(side, kind, self._det.mean, self._det.std)(image)
+        tensor = DetPreProcess(side, kind, det.mean, det.std)(image)
         if tensor is None:
             return np.zeros((0, 4, 2), np.float32)
-        boxes, _scores = self._det.postprocess_op(self._det.session(tensor), image.shape[:2])
+        boxes, _scores = det.postprocess_op(det.session(tensor), image.shape[:2])
         if len(boxes) == 0:
             return np.zeros((0, 4, 2), np.float32)
-        return self._det.sorted_boxes(boxes)
+        return det.sorted_boxes(boxes)
 
 
 def probe_is_lines(heights: np.ndarray, min_px: float) -> bool:

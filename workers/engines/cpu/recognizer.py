@@ -63,11 +63,11 @@ class RapidOcrRecognizer:
         self.config = config
         threads = resolve_threads(config.threads)
         # Results record which models read the page (Region.engine).
-        self.name = f"rapidocr:PP-OCRv6-{config.det_model}-det/{config.rec_model}-rec"
+        probe = f"{config.det_probe_model}→" if config.det_probe_side > 0 else ""
+        self.name = f"rapidocr:PP-OCRv6 det {probe}{config.det_model}, rec {config.rec_model}"
         rec_path, keys_path = rec_model(config.rec_model, config.rec_head, config.model_cache_dir)
         extra: dict = {
             "Det.model_path": str(wheel_det_model(config.det_model)),
-            "Det.box_thresh": config.det_box_thresh,
             "Rec.model_path": str(rec_path),
             **({"Rec.rec_keys_path": str(keys_path)} if keys_path else {}),
         }
@@ -93,7 +93,13 @@ class RapidOcrRecognizer:
             stage.engine_cfg = cfg.EngineConfig[stage.engine_type.value]
             stage.model_root_dir = cfg.Global.model_root_dir
         cfg.Rec.font_path = cfg.Global.font_path
-        self.detection = TextDetection(TextDetector(cfg.Det), config)
+        probe_detector = None
+        if config.det_probe_side > 0:
+            probe_cfg = cfg.Det.copy()
+            probe_cfg.model_path = str(wheel_det_model(config.det_probe_model))
+            probe_cfg.box_thresh = config.det_probe_box_thresh
+            probe_detector = TextDetector(probe_cfg)
+        self.detection = TextDetection(TextDetector(cfg.Det), config, probe_detector)
         self._recognition = TextRecognizer(cfg.Rec)
         # Operators read what a worker really runs here: `auto` resolves per machine (auto_runtime).
         log.info(
