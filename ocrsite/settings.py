@@ -169,6 +169,9 @@ OCR_MAX_DOCUMENT_BYTES = env_int("OCR_MAX_DOCUMENT_BYTES", 2 * 1024 * 1024 * 102
 OCR_MAX_PAGES = env_int("OCR_MAX_PAGES", 5000)
 # A presigned upload URL's lifetime: long enough to send 2 GiB on a slow link, short enough to leak little.
 OCR_UPLOAD_URL_SECONDS = env_int("OCR_UPLOAD_URL_SECONDS", 900)
+# A slot whose bytes arrived in time may still make its job this long after its URL expired; then,
+# still unused, its object is deleted by the upload sweep (refused bytes go as soon as it expired).
+OCR_UPLOAD_KEEP_UNUSED_SECONDS = env_int("OCR_UPLOAD_KEEP_UNUSED_SECONDS", 3600)
 OCR_MAX_IMAGE_PIXELS = env_int("OCR_MAX_IMAGE_PIXELS", 60_000_000)
 # Uploads larger than this spool to a temp file instead of RAM.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
@@ -301,6 +304,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": TaskName.SWEEP.value, "schedule": float(OCR_SWEEP_EVERY)},
     "purge-expired": {"task": TaskName.PURGE_EXPIRED.value, "schedule": float(OCR_PURGE_EVERY)},
+    "discard-uploads": {"task": TaskName.DISCARD_UPLOADS.value, "schedule": float(OCR_PURGE_EVERY)},
     "webhooks": {"task": TaskName.RESEND_LOST_WEBHOOKS.value, "schedule": float(OCR_SWEEP_EVERY)},
 }
 

@@ -28,6 +28,7 @@ class TaskName(StrEnum):
     ASSEMBLE = "workers.assemble"
     SWEEP = "workers.sweep"
     PURGE_EXPIRED = "workers.purge_expired"
+    DISCARD_UPLOADS = "workers.discard_uploads"
     DELIVER_WEBHOOK = "workers.deliver_webhook"
     RESEND_LOST_WEBHOOKS = "workers.resend_lost_webhooks"
 
@@ -39,6 +40,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.ASSEMBLE: Queue.CPU,
     TaskName.SWEEP: Queue.CPU,
     TaskName.PURGE_EXPIRED: Queue.CPU,
+    TaskName.DISCARD_UPLOADS: Queue.CPU,
     TaskName.DELIVER_WEBHOOK: Queue.CPU,
     TaskName.RESEND_LOST_WEBHOOKS: Queue.CPU,
 }

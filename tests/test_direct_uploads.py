@@ -7,6 +7,9 @@ moto accepts any presigned POST whatever its policy says (size, type, expiry: ch
 here), so on S3 the test reads the policy the platform signed (what real S3 enforces) and then
 shows the platform's own check at job creation refusing what moto let through. Azurite does
 enforce a SAS's expiry, permissions and blob name, and the test shows it refusing.
+
+The upload sweep (``direct_uploads.discard_unused``) runs on each of the three stores: refused
+and unused objects deleted, slots recorded, a job's object never touched.
 """
 
 from __future__ import annotations
@@ -23,14 +26,18 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings
+from django.core.files.storage import default_storage
 from django.test import override_settings as settings_override
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.api.models import Tenant, TenantAPIKey
+from apps.jobs import direct_uploads
 from apps.jobs.models import DirectUpload, Job
+from ocrsite.vocabulary import TaskName
 from tests.support.documents import ROOT, dev_file
 from tests.support.object_stores import BUCKET, CONTAINER, CREDENTIALS, REGION, azurite, s3_endpoint  # noqa: F401 (fixtures)
+from workers.retention import discard_uploads
 
 
 def _pdf():
@@ -294,3 +301,104 @@ def test_client_and_cli_switch_to_direct_upload_above_threshold(live_api, tmp_pa
     via_cli = Job.objects.filter(tenant=live_api.tenant, filename=_pdf().name).get()
     assert DirectUpload.objects.filter(job=via_cli).exists()
     assert list(Path(out).glob("*.md"))
+
+
+def _sent(slot: dict, data: bytes) -> bool:
+    """The bytes sent to the slot's URL: the store's own, or the app's signed PUT on local disk."""
+    if "token=" in slot["url"]:
+        resp = APIClient().put(slot["url"], data, content_type=slot["headers"]["Content-Type"])
+        return resp.status_code == 204
+    return _send(slot, data).is_success
+
+
+def _sweep_deletes_refused_and_unused_objects(api: APIClient) -> None:
+    """Shared by the three stores: what the upload sweep deletes, when, and what it never does."""
+    data = _pdf().read_bytes()
+    used = _slot(api, len(data))
+    assert _sent(used, data)
+    assert _job_from(api, used["id"]).status_code == 202
+    refused = _slot(api, len(data))
+    assert _sent(refused, PNG_HEAD + b"\0" * (len(data) - len(PNG_HEAD)))
+    assert _code(_job_from(api, refused["id"])) == "input:type-mismatch"
+    assert DirectUpload.objects.get(pk=refused["id"]).refused_code == "input:type-mismatch"
+    unused = _slot(api, len(data))  # bytes in time, no job asked for (yet)
+    assert _sent(unused, data)
+    never = _slot(api, len(data))  # nothing ever sent
+    keys = {name: f"uploads/{slot['id']}" for name, slot in (("used", used), ("refused", refused), ("unused", unused))}
+
+    url_life = timedelta(seconds=settings.OCR_UPLOAD_URL_SECONDS) + direct_uploads.EXPIRY_SKEW
+    keep = timedelta(seconds=settings.OCR_UPLOAD_KEEP_UNUSED_SECONDS)
+
+    def sweep(later: timedelta) -> direct_uploads.Discarded:
+        return direct_uploads.discard_unused(keep_unused=keep, batch=100, now=timezone.now() + later)
+
+    # URLs still valid: nothing goes (the refused slot's client may still send the right bytes).
+    assert sweep(timedelta(0)) == direct_uploads.Discarded(uploads=0, left=0)
+    assert all(default_storage.exists(key) for key in keys.values())
+    # URLs expired: the refused bytes go; the unused ones wait for a late job.
+    assert sweep(url_life + timedelta(seconds=1)) == direct_uploads.Discarded(uploads=1, left=0)
+    assert not default_storage.exists(keys["refused"])
+    assert default_storage.exists(keys["unused"]) and default_storage.exists(keys["used"])
+    slot = DirectUpload.objects.get(pk=refused["id"])
+    assert slot.discarded_at is not None and slot.refused_code == "input:type-mismatch" and slot.job is None
+    # Kept past the keep: the unused and the never-sent slots are recorded, their objects deleted
+    # (none to delete for the never-sent one: no error either).
+    assert sweep(url_life + keep + timedelta(seconds=1)) == direct_uploads.Discarded(uploads=2, left=0)
+    assert not default_storage.exists(keys["unused"])
+    assert DirectUpload.objects.filter(pk__in=[unused["id"], never["id"]], discarded_at__isnull=False).count() == 2
+    late = _job_from(api, unused["id"])
+    assert late.status_code == 410 and _code(late) == "upload:expired", late.content
+    assert sweep(url_life + keep + timedelta(days=30)) == direct_uploads.Discarded(uploads=0, left=0), "once"
+
+    # The job's object stays, whatever happens to the slot row: the job reads it.
+    assert default_storage.exists(keys["used"])
+    DirectUpload.objects.filter(pk=used["id"]).update(job=None)
+    assert sweep(url_life + keep + timedelta(days=30)) == direct_uploads.Discarded(uploads=0, left=0)
+    assert default_storage.exists(keys["used"])
+    assert DirectUpload.objects.get(pk=used["id"]).discarded_at is None
+
+
+@pytest.mark.django_db
+def test_upload_sweep_on_local_disk(api):
+    _sweep_deletes_refused_and_unused_objects(api)
+
+
+@pytest.mark.django_db
+def test_upload_sweep_on_s3(api, s3_endpoint):  # noqa: F811
+    with settings_override(STORAGES=_s3_storage(s3_endpoint)):
+        _sweep_deletes_refused_and_unused_objects(api)
+
+
+@pytest.mark.django_db
+def test_upload_sweep_on_azure(api, azurite):  # noqa: F811
+    with settings_override(STORAGES=_azure_storage(azurite)):
+        _sweep_deletes_refused_and_unused_objects(api)
+
+
+@pytest.mark.django_db
+def test_upload_sweep_takes_the_slot_or_the_job_does_never_both(api):
+    """The sweep's claim and the job's are the same conditional UPDATE: once the sweep took a slot
+    (its object about to go), a request for the job is refused, not given a job without bytes;
+    a slot that made its job first is never taken."""
+    data = _pdf().read_bytes()
+    taken, made = _slot(api, len(data)), _slot(api, len(data))
+    for slot in (taken, made):
+        assert _sent(slot, data)
+    assert _job_from(api, made["id"]).status_code == 202
+    now = timezone.now()
+    DirectUpload.objects.filter(pk__in=[taken["id"], made["id"]]).update(discarded_at=now)  # as the claim does
+    resp = _job_from(api, taken["id"])
+    assert resp.status_code == 410 and _code(resp) == "upload:expired"
+    assert Job.objects.count() == 1
+    assert _job_from(api, made["id"]).status_code == 200, "its job is still the answer"
+    with settings_override(OCR_UPLOAD_KEEP_UNUSED_SECONDS=0):
+        DirectUpload.objects.update(discarded_at=None, expires_at=now - timedelta(hours=1))
+        assert discard_uploads.apply().get() == {"deleted": 1, "left": 0}  # the beat's task
+    assert default_storage.exists(f"uploads/{made['id']}") and not default_storage.exists(f"uploads/{taken['id']}")
+
+
+def test_beat_schedules_the_upload_sweep_on_the_cpu_queue():
+    entry = settings.CELERY_BEAT_SCHEDULE["discard-uploads"]
+    assert entry["task"] == TaskName.DISCARD_UPLOADS
+    assert entry["schedule"] == settings.OCR_PURGE_EVERY
+    assert settings.CELERY_TASK_ROUTES[TaskName.DISCARD_UPLOADS]["queue"] == "cpu"

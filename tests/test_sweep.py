@@ -26,7 +26,7 @@ from tests.support.outages import postgresql_unreachable
 from tests.support.perimeter import queues_held
 from tests.support.pipeline_rows import long_ago, make_job, page_of, page_with_image, png_of_text
 from tests.support.queues import QUEUES
-from workers import engine_setup, layout
+from workers import engine_setup, layout, sweep
 from workers.engines.base import EngineError
 from workers.sweep import resend_lost_work
 
@@ -131,6 +131,32 @@ def test_a_job_whose_assembly_was_lost_is_assembled_again(sent):
     # once buried the real work (found by make test-chaos: 36,000 copies in the cpu queue).
     resend_lost_work()
     assert sent() == []
+
+
+@pytest.mark.django_db
+def test_a_backlog_is_not_taken_for_lost_messages(sent, redis_client, monkeypatch):
+    """Work waiting behind a full queue still has its message there: nothing is re-sent into a
+    queue holding BATCH messages already (the 10,000-job chaos run: 40,000 copies in cpu); a
+    stale claim is handed back all the same; once the queue drains, what waits is re-sent."""
+    monkeypatch.setattr(sweep, "BATCH", 3)
+    queued = make_job("queued", 1, [])
+    assembling = make_job("assembling", 1, [("done", 1)])
+    claimed = make_job("running", 1, [(Page.Status.DETECTING, 1)])
+    waiting = make_job("running", 1, [(Page.Status.QUEUED, 0)])
+    redis_client.lpush("cpu", *["backlog"] * 3)
+    redis_client.lpush("layout", *["backlog"] * 3)
+    counts = resend_lost_work()
+    assert (counts["ingest"], counts["assemble"], counts["layout"]) == (0, 0, 1), counts
+    assert redis_client.lrange("layout", 0, 0) != [b"backlog"], "the released claim went out"
+    assert page_of(claimed).status == Page.Status.QUEUED
+    redis_client.delete("cpu", "layout")
+    Job.objects.filter(pk__in=[queued.pk, assembling.pk]).update(updated_at=long_ago())
+    Page.objects.filter(job=waiting).update(updated_at=long_ago())
+    resend_lost_work()
+    got = sent()
+    assert ("cpu", TaskName.INGEST, [str(queued.pk)]) in got
+    assert ("cpu", TaskName.ASSEMBLE, [str(assembling.pk)]) in got
+    assert ("layout", TaskName.DETECT_LAYOUT, [[page_of(waiting).pk]]) in got
 
 
 @pytest.mark.django_db

@@ -6,6 +6,13 @@ than OCR_STALE_AFTER: stale claims are handed back (or, with their attempts spen
 ``page:stalled``), waiting pages go to their queue again, jobs stuck before or after their pages
 get ingest or assembly again. Duplicates this may create are harmless: every stage claims by
 compare-and-set. (The retention purge, the other beat task, is ``workers.retention``.)
+
+A backlog is not a loss: work waiting longer than OCR_STALE_AFTER behind a long queue still has
+its message in it. So what waits is re-sent only into the room a queue has below BATCH messages
+(``_room``): at once after a Redis restart (the queue comes back empty), once a backlog drains
+otherwise. Before this, every sweep sent one more copy of each waiting row per OCR_STALE_AFTER;
+in the 10,000-job chaos run the cpu queue held 40,000 messages for 8,000 unfinished jobs and
+assembly waited behind the copies. Stale claims are handed back whatever the queues hold.
 """
 
 from __future__ import annotations
@@ -16,10 +23,10 @@ from django.conf import settings
 from django.db.models import Count, F
 from django.utils import timezone
 
-from apps.jobs import enqueue, services, states
+from apps.jobs import enqueue, monitoring, services, states
 from apps.jobs.models import Job, Page
 from ocrsite.celery import app
-from ocrsite.vocabulary import ErrorCode, TaskName
+from ocrsite.vocabulary import ErrorCode, Queue, TaskName
 from workers import budget
 from workers.retry import PipelineTask, policy
 
@@ -52,25 +59,31 @@ def resend_lost_work() -> dict[str, int]:
         resend[release.to] += back
         counts[f"released_{claimed}"] = len(back)
         counts[f"stalled_{claimed}"] = len(spent)
+    room = _room()
     waiting = Page.objects.filter(updated_at__lt=stale, job__status=Job.Status.RUNNING)
-    for status in resend:
-        resend[status] += list(waiting.filter(status=status).values_list("pk", flat=True)[:BATCH])
+    for status, queue in states.PAGE_WAITS_FOR.items():
+        take = max(0, room[queue] - len(resend[status]))
+        resend[status] += list(waiting.filter(status=status).values_list("pk", flat=True)[:take])
     enqueue.detect_layout(resend[states.PageStatus.QUEUED])
     enqueue.recognize(resend[states.PageStatus.DETECTED])
     # Touch what we re-sent so the next sweep waits a full period before sending it again.
     Page.objects.filter(pk__in=[pk for ids in resend.values() for pk in ids]).update(updated_at=now)
 
     jobs = Job.objects.filter(updated_at__lt=stale)
-    ingest = list(jobs.filter(status=Job.Status.QUEUED).values_list("pk", flat=True)[:BATCH])
+    # Ingest and assembly share the cpu queue's room; assembly first: it finishes jobs.
+    cpu_room = room[Queue.CPU]
+    assemble = list(jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:cpu_room])
+    cpu_room -= len(assemble)
+    ingest = list(jobs.filter(status=Job.Status.QUEUED).values_list("pk", flat=True)[:cpu_room])
+    cpu_room -= len(ingest)
     # A running job with pages still missing lost its ingest (the worker died mid-split, or the
     # message was lost after the job was claimed): ingest again; it skips the pages it made.
     ingest += list(
         jobs.filter(status=Job.Status.RUNNING)
         .annotate(made=Count("pages"))
         .filter(made__lt=F("page_count"))
-        .values_list("pk", flat=True)[:BATCH]
+        .values_list("pk", flat=True)[:cpu_room]
     )
-    assemble = list(jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:BATCH])
     # Jobs whose stage died on every delivery fail job:stalled instead of being sent once more.
     ingest = budget.within_attempts(ingest, "ingest")
     assemble = budget.within_attempts(assemble, "assembly")
@@ -88,3 +101,12 @@ def resend_lost_work() -> dict[str, int]:
         assemble=len(assemble),
     )
     return counts
+
+
+def _room() -> dict[Queue, int]:
+    """Messages the sweep may add to each queue now: BATCH less what already waits there (BATCH
+    each when the depths cannot be read: a broker that is not Redis, or one that is down)."""
+    depths = monitoring.queue_depths()
+    if depths is None:
+        return dict.fromkeys(Queue, BATCH)
+    return {queue: max(0, BATCH - depths.get(queue.value, 0)) for queue in Queue}

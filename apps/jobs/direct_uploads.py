@@ -6,6 +6,12 @@ the bytes to the bucket; ``submit_uploaded`` checks the stored object against th
 (size, magic bytes, written before the expiry), probes it from a spooled temp file, and creates
 the job pointing at the object in place (no copy). A slot makes one job: the claim is a
 conditional UPDATE, so two racing requests get the same job.
+
+Objects no job took are deleted by ``discard_unused`` (beat, ``workers.discard_uploads``): a slot
+whose bytes were refused, once its URL has expired (no new bytes can arrive), and any slot still
+without a job OCR_UPLOAD_KEEP_UNUSED_SECONDS after its expiry. The sweep takes a slot with the same
+kind of conditional UPDATE as the job's claim, so of a job made from the slot and its deletion
+exactly one happens.
 """
 
 from __future__ import annotations
@@ -15,11 +21,13 @@ import logging
 import tempfile
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from apps.jobs import services
@@ -87,8 +95,72 @@ def submit_uploaded(
         raise InputError(ErrorCode.UPLOAD_NOT_FOUND, "no such upload for this tenant")
     if slot.job_id:
         return _replayed(slot.job)
+    if slot.discarded_at:
+        raise _discarded()
     if not default_storage.exists(slot.key):
         raise InputError(ErrorCode.UPLOAD_MISSING, "nothing was uploaded for this upload id yet")
+    try:
+        digest, found = _check(slot, limits)
+    except InputError as refusal:
+        # Recorded for the upload sweep: refused bytes are deleted once the URL has expired.
+        DirectUpload.objects.filter(pk=slot.pk, job__isnull=True).update(refused_code=refusal.code)
+        raise
+    except Exception:
+        # The object vanished while read: the upload sweep took the slot meanwhile.
+        if DirectUpload.objects.filter(pk=slot.pk, discarded_at__isnull=False).exists():
+            raise _discarded() from None
+        raise
+    if idempotency_key and (earlier := services.idempotent_job(tenant, idempotency_key, digest)):
+        return earlier
+    found = services.select_pages(found, options)
+    undo = admit(found) if admit else None
+
+    job = Job(
+        owner=owner,
+        tenant=tenant,
+        engine=engine or settings.OCR_ENGINE,
+        options=options or {},
+        idempotency_key=idempotency_key,
+        filename=slot.filename,
+        kind=found.kind,
+        sha256=digest,
+        size_bytes=slot.size_bytes,
+        page_count=found.page_count,
+    )
+    job.source.name = slot.key  # the object stays where the client put it
+    try:
+        with transaction.atomic():
+            job.save()
+            # The same condition as the upload sweep's: a slot it took makes no job.
+            claimed = DirectUpload.objects.filter(pk=slot.pk, job__isnull=True, discarded_at__isnull=True).update(
+                job=job, refused_code=""
+            )
+            if claimed:
+                transaction.on_commit(lambda: services.send_ingest(job.pk))
+            else:
+                # A concurrent request consumed the slot first (its job is the answer, ours goes),
+                # or the sweep took it.
+                transaction.set_rollback(True)
+    except IntegrityError:
+        # The (tenant, idempotency_key) constraint: a concurrent request with the same key won.
+        if undo:
+            undo()
+        if earlier := services.idempotent_job(tenant, idempotency_key, digest):
+            return earlier
+        raise
+    if not claimed:
+        if undo:
+            undo()
+        slot = DirectUpload.objects.select_related("job").get(pk=slot.pk)
+        if slot.job is None:
+            raise _discarded()
+        return _replayed(slot.job)
+    log.info("job submitted from a direct upload", extra={"job_id": str(job.pk), "pages": found.page_count})
+    return job
+
+
+def _check(slot: DirectUpload, limits: services.Limits) -> tuple[str, Probe]:
+    """The stored object against the slot's declaration, then probed: (sha256, probe)."""
     size = default_storage.size(slot.key)
     if size != slot.size_bytes:
         raise InputError(ErrorCode.UPLOAD_SIZE_MISMATCH, f"{size} bytes arrived; {slot.size_bytes} were declared")
@@ -106,46 +178,50 @@ def submit_uploaded(
                 ErrorCode.INPUT_TYPE_MISMATCH, f"declared {slot.content_type}, but the bytes are {CONTENT_TYPES[kind]}"
             )
         found = probe(spool, max_pages=limits.max_pages, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
-    if idempotency_key and (earlier := services.idempotent_job(tenant, idempotency_key, digest)):
-        return earlier
-    found = services.select_pages(found, options)
-    undo = admit(found) if admit else None
+    return digest, found
 
-    job = Job(
-        owner=owner,
-        tenant=tenant,
-        engine=engine or settings.OCR_ENGINE,
-        options=options or {},
-        idempotency_key=idempotency_key,
-        filename=slot.filename,
-        kind=found.kind,
-        sha256=digest,
-        size_bytes=size,
-        page_count=found.page_count,
+
+def _discarded() -> InputError:
+    return InputError(ErrorCode.UPLOAD_EXPIRED, "this upload expired unused and its object was deleted")
+
+
+@dataclass(frozen=True)
+class Discarded:
+    uploads: int  # slots whose object this run deleted
+    left: int  # slots due still waiting (the next run takes them)
+
+
+def discard_unused(*, keep_unused: timedelta, batch: int, now: datetime | None = None) -> Discarded:
+    """Delete the objects of up to ``batch`` slots no job took, oldest expiry first: refused ones
+    once their URL has expired, the others ``keep_unused`` after it. Each slot is recorded
+    (``discarded_at``) before its object goes; an object a job reads is never deleted.
+    """
+    now = now or timezone.now()
+    unused = DirectUpload.objects.filter(job__isnull=True, discarded_at__isnull=True)
+    due = unused.filter(
+        Q(expires_at__lt=now - keep_unused) | (~Q(refused_code="") & Q(expires_at__lt=now - EXPIRY_SKEW))
+    ).exclude(
+        # Belt and braces: a job made from the slot sets ``job`` in the same transaction, but the
+        # object is a job's source whatever the slot row says (jobs since the slot only: indexed).
+        Exists(Job.objects.filter(source=OuterRef("key"), created_at__gte=OuterRef("created_at")))
     )
-    job.source.name = slot.key  # the object stays where the client put it
-    try:
-        with transaction.atomic():
-            job.save()
-            claimed = DirectUpload.objects.filter(pk=slot.pk, job__isnull=True).update(job=job)
-            if claimed:
-                transaction.on_commit(lambda: services.send_ingest(job.pk))
-            else:
-                # A concurrent request consumed the slot first: its job is the answer, ours goes.
-                transaction.set_rollback(True)
-    except IntegrityError:
-        # The (tenant, idempotency_key) constraint: a concurrent request with the same key won.
-        if undo:
-            undo()
-        if earlier := services.idempotent_job(tenant, idempotency_key, digest):
-            return earlier
-        raise
-    if not claimed:
-        if undo:
-            undo()
-        return _replayed(DirectUpload.objects.select_related("job").get(pk=slot.pk).job)
-    log.info("job submitted from a direct upload", extra={"job_id": str(job.pk), "pages": found.page_count})
-    return job
+    done = 0
+    for slot in due.order_by("expires_at")[:batch]:
+        # The claim: of this and a job's claim of the slot (same condition), one wins.
+        if not unused.filter(pk=slot.pk).update(discarded_at=now):
+            continue
+        try:
+            default_storage.delete(slot.key)  # absent (never sent): nothing to do, no error
+        except Exception:
+            # The slot stays recorded; the object is left for an operator (logged with its key).
+            log.exception("upload object not deleted", extra={"upload_id": str(slot.pk), "key": slot.key})
+            continue
+        done += 1
+        log.info(
+            "upload object deleted",
+            extra={"upload_id": str(slot.pk), "refused": slot.refused_code or "unused"},
+        )
+    return Discarded(uploads=done, left=due.count())
 
 
 def _replayed(job: Job) -> Job:
@@ -164,4 +240,4 @@ def _spool(name: str, spool) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["open_slot", "submit_uploaded"]
+__all__ = ["Discarded", "discard_unused", "open_slot", "submit_uploaded"]

@@ -253,6 +253,21 @@ class DirectUpload(models.Model):
     # Set once, by the conditional UPDATE that consumes the slot; a second job from it is refused.
     job = models.OneToOneField(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="direct_upload")
     created_at = models.DateTimeField(auto_now_add=True)
+    # The stable code of the last refusal of its bytes at job creation (size, type, expiry, probe).
+    refused_code = models.CharField(max_length=64, blank=True, default="")
+    # Set once, by the conditional UPDATE with which the upload sweep takes a slot no job took, just
+    # before it deletes the object; the slot makes no job after that (``upload:expired``).
+    discarded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The upload sweep looks for expired slots that made no job and still have their object.
+            models.Index(
+                fields=["expires_at"],
+                condition=models.Q(job__isnull=True, discarded_at__isnull=True),
+                name="upload_unused_expires",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.filename or self.pk} ({self.size_bytes} bytes)"

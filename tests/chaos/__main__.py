@@ -1,4 +1,4 @@
-"""Fault tests of the real stack: ``python -m tests.chaos [--size ci|full]`` (``make test-chaos``).
+"""Fault tests of the real stack: ``python -m tests.chaos [--size ci|full|big]`` (``make test-chaos``).
 
 Starts its own stack beside anything else on the machine: a Redis on a free port (no
 persistence, so a kill loses every message), a PostgreSQL cluster of its own (initdb into a temp
@@ -85,6 +85,9 @@ class Size:
     drain_timeout_s: float
     hosts: int = 1  # worker hosts in network namespaces of their own, beside the machine's workers
     partition_s: float = 45  # how long one host is cut off from Redis and PostgreSQL
+    # Each client's pause between two polls: its share of the API's load once it has submitted.
+    # 1 s for 50 clients is 50 requests/s; 100 clients at 3 s keep the polls under 40/s on 2 cores.
+    poll_every_s: float = 1.0
 
 
 SIZES = {
@@ -111,6 +114,21 @@ SIZES = {
         drain_timeout_s=2400,
         hosts=2,
         partition_s=50,
+    ),
+    # The run by hand (issue 24): hours on a 2-core box, never in CI. Born-digital mostly: a scan
+    # page costs seconds of OCR, so 1 % scans is already about a sixth of the CPU.
+    "big": Size(
+        jobs=10_000,
+        clients=100,
+        kills=40,
+        scan_share=0.01,
+        kill_every_s=30,
+        outage_s=15,
+        pg_outage_s=30,
+        drain_timeout_s=3 * 3600,
+        hosts=3,
+        partition_s=50,
+        poll_every_s=3.0,
     ),
 }
 # When the faults strike: Redis once this share of the jobs is accepted, PostgreSQL once this share
@@ -341,6 +359,10 @@ class Stack:
         self.redis_port = free_port()
         self.web_port = free_port()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        # Logs are appended to (a restarted worker keeps its file): start from none, or the "claim
+        # lost" counts would include an earlier run's.
+        for old in ARTIFACTS.glob("*.log"):
+            old.unlink()
         tag = str(os.getpid() % 100000)
         self.hosts = [worker_hosts.WorkerHost(i + 1, tag, net=200 + os.getpid() % 50) for i in range(hosts)]
         self.listen = ("127.0.0.1", *(h.gateway for h in self.hosts))
@@ -527,7 +549,7 @@ def submit(base: str, key: str, doc: Doc, figures: Figures, stop: threading.Even
         time.sleep(min(wait, 5) * random.uniform(0.5, 1.0))
 
 
-def poll(base: str, key: str, docs: list[Doc], figures: Figures, deadline: float) -> None:
+def poll(base: str, key: str, docs: list[Doc], figures: Figures, deadline: float, every_s: float = 1.0) -> None:
     session = requests.Session()
     headers = {"X-API-Key": key}
     waiting = [d for d in docs if d.job_id]
@@ -552,9 +574,8 @@ def poll(base: str, key: str, docs: list[Doc], figures: Figures, deadline: float
             doc.problems += check_result(doc, md.text, js.json())
             continue
         waiting.append(doc)
-        # One poll a second per client: 50 clients are 50 requests/s, which a 2-core box serves
-        # beside the pipeline without the polls becoming the load.
-        time.sleep(1.0 if len(waiting) > 1 else 0.5)
+        # One poll every ``every_s`` per client (the size's): the polls must not become the load.
+        time.sleep(every_s if len(waiting) > 1 else 0.5)
     for doc in waiting:
         doc.problems.append("not terminal before the drain deadline")
 
@@ -755,6 +776,24 @@ def load_sampler(stop: threading.Event, out: list[float]) -> None:
         out.append(os.getloadavg()[0])
 
 
+def progress(stack: Stack, docs: list[Doc], stop: threading.Event, every_s: float = 60) -> None:
+    """A line on stderr every ``every_s``: accepted, terminal, load and the queues (long runs)."""
+    t0 = time.monotonic()
+    while not stop.wait(every_s):
+        try:
+            client = redis.Redis(port=stack.redis_port, socket_timeout=2)
+            queues = {q: client.llen(q) for q in ("cpu", "layout", "ocr")}
+        except redis.RedisError:
+            queues = {}
+        ended = sum(1 for d in docs if d.status)
+        print(
+            f"chaos: {time.monotonic() - t0:.0f}s accepted {accepted(docs)} ended {ended} of {len(docs)},"
+            f" load {os.getloadavg()[0]:.1f}, queued {queues}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 # --- the run -----------------------------------------------------------------------------------
 
 
@@ -773,6 +812,7 @@ def run(size: Size, seed: int) -> dict:
     # Joined before the stack stops, whatever happens: it must not start a worker during teardown.
     supervising = threading.Thread(target=supervisor, args=(stack, stop, restarts), daemon=True)
     started = time.monotonic()
+    started_utc = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     try:
         stack.start()
         key = stack.manage("create_api_key", "chaos")
@@ -793,6 +833,7 @@ def run(size: Size, seed: int) -> dict:
                 daemon=True,
             ),
             threading.Thread(target=load_sampler, args=(stop, loads), daemon=True),
+            threading.Thread(target=progress, args=(stack, docs, stop), daemon=True),
             *([partitioner] if partitioner else []),
             *(
                 threading.Thread(target=watcher, args=(base, key, docs, figures, stop, seed + i), daemon=True)
@@ -813,7 +854,7 @@ def run(size: Size, seed: int) -> dict:
                     break
                 submit(base, key, doc, figures, stop)
                 mine.append(doc)
-            poll(base, key, mine, figures, ready + size.drain_timeout_s)
+            poll(base, key, mine, figures, ready + size.drain_timeout_s, size.poll_every_s)
 
         per_client: list[list[Doc]] = [[] for _ in range(size.clients)]
         clients = [threading.Thread(target=client, args=(mine,)) for mine in per_client]
@@ -904,7 +945,18 @@ def run(size: Size, seed: int) -> dict:
         "load_avg": os.getloadavg(),
         "load_avg_1min_max": max(loads, default=None),
         "cpus": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "started_utc": started_utc,
+        "ended_utc": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return ""
 
 
 def pages_recognised_twice(database_url: str) -> int:
@@ -960,8 +1012,14 @@ def main() -> int:
         "--drain-timeout", type=float, help="seconds the clients wait for every job (default: the size's)"
     )
     parser.add_argument("--hosts", type=int, help="worker hosts in network namespaces (default: the size's)")
+    parser.add_argument("--jobs", type=int, help="documents to submit (default: the size's); a shorter rehearsal")
+    parser.add_argument("--kills", type=int, help="SIGKILLs to deal (default: the size's)")
     args = parser.parse_args()
     size = SIZES[args.size]
+    if args.jobs:
+        size = replace(size, jobs=args.jobs)
+    if args.kills is not None:
+        size = replace(size, kills=args.kills)
     if args.hosts is not None:
         size = replace(size, hosts=args.hosts)
     if args.drain_timeout:
