@@ -194,6 +194,19 @@ def test_one_bad_page_fails_alone_in_a_layout_batch(sent, django_capture_on_comm
     assert sent() == [("ocr", TaskName.RECOGNIZE, [good.pk])]
 
 
+@pytest.mark.django_db
+def test_layout_success_gives_recognition_its_own_attempts(sent, django_capture_on_commit_callbacks):
+    """Two of the cap's attempts spent in layout (its workers died) and then layout succeeds: the
+    page starts recognition with a full budget, so one more death does not fail a healthy page."""
+    page = page_with_image(png_of_text())
+    Page.objects.filter(pk=page.pk).update(attempts=settings.OCR_MAX_ATTEMPTS - 2)
+    with django_capture_on_commit_callbacks(execute=True):
+        layout.detect_pages([page.pk])  # the claim makes it OCR_MAX_ATTEMPTS - 1
+    page.refresh_from_db()
+    assert (page.status, page.attempts) == ("detected", 0)
+    assert sent() == [("ocr", TaskName.RECOGNIZE, [page.pk])]
+
+
 class OutOfMemory:
     """The real layout engine behind a GPU that is always out of memory (see the module doc)."""
 

@@ -126,9 +126,10 @@ def test_vlm_down_shorter_than_the_retry_budget_resumes_and_finishes(api, start_
     retries = outcomes.count("retry")
     assert retries >= 2 and outcomes[-1] == "ok", outcomes
     scan = Page.objects.get(job_id=job_id, index=1)
-    # Every claim counted once on the row: the layout claim, each failed recognition, the last.
-    layout_claims = StageEvent.objects.filter(page=scan, stage="layout").count()
-    assert scan.attempts == layout_claims + retries + 1
+    # Every recognition claim counted once on the row (layout's success started the count again):
+    # each failed recognition and the last.
+    assert StageEvent.objects.filter(page=scan, stage="layout").exists()
+    assert scan.attempts == retries + 1
     md = api.get(f"/api/v1/jobs/{job_id}/result?format=markdown").content.decode()
     assert "born-digital first page" in md and "VLM read:" in md
 

@@ -61,9 +61,12 @@ def _write_boxes(pages: list[Page], detected: Detected, started: datetime, elaps
             LAYOUT.fail(page, boxes, started)
             continue
         # The move comes first and its row lock is held until commit: if the claim was lost
-        # (a sweep handed the page to another worker) this delivery writes nothing.
+        # (a sweep handed the page to another worker) this delivery writes nothing. The attempt
+        # count starts again for recognition: the cap exists to stop a page that keeps killing
+        # the stage it is in, and one death in layout plus two in recognition (three kills of
+        # unrelated workers) failed a healthy page in the 10,000-job chaos run.
         with transaction.atomic():
-            if not services.move_page(page.pk, states.LAYOUT_DONE, layout_ms=per_page_ms):
+            if not services.move_page(page.pk, states.LAYOUT_DONE, layout_ms=per_page_ms, attempts=0):
                 continue
             write_regions(page, [(b, None) for b in boxes], source=Page.Source.OCR, engine="")
             ready.append(page.pk)

@@ -3,7 +3,8 @@
 Two places apply it, for two kinds of work:
 
 - Page stages (layout, recognition) count attempts on the page row (each claim adds one), so a
-  redelivery, a sweep and a retry all draw on the same budget. On a transient engine failure the
+  redelivery, a sweep and a retry all draw on the same budget; each stage has its own (layout's
+  success sets the count back to zero for recognition). On a transient engine failure the
   stage hands its claim back and sends the page again after ``backoff_s(attempts)``; once the
   budget is spent the page fails with the engine's code. A claim whose worker died is released by
   the sweep, which fails the page as ``page:stalled`` once its attempts are spent (a page that
