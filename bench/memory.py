@@ -201,6 +201,27 @@ def soak(args) -> tuple[list[dict], list[list]]:
     return rows, table
 
 
+PART_OF_MEASURE = {"embedded CLI": "cli", "worker pool process": "soak"}
+
+
+def _carried_rows(parts: set[str]) -> list[dict]:
+    """Rows of the parts this run leaves out, from today's earlier ``memory`` run (the soak alone
+    takes most of an hour, so the parts are often run apart), each marked with when it ran."""
+    import datetime as dt
+
+    earlier = common.RESULTS / "runs" / dt.datetime.now(dt.UTC).strftime("%Y-%m-%d") / "memory.json"
+    if not earlier.exists():
+        return []
+    record = json.loads(earlier.read_text())
+    out = []
+    for row in record.get("rows", []):
+        part = next((p for prefix, p in PART_OF_MEASURE.items() if row.get("measure", "").startswith(prefix)), "")
+        if part and part not in parts:
+            when = f"run {record.get('started', '?')}, commit {str(record.get('commit', '?'))[:12]}"
+            out.append({**row, "spread": f"{row.get('spread', '')} ({when})".strip()})
+    return out
+
+
 def run(argv: list[str]) -> list[dict]:
     parser = argparse.ArgumentParser(prog="bench memory")
     parser.add_argument("--parts", default="cli,soak", help="comma-separated: cli, soak")
@@ -231,6 +252,8 @@ def run(argv: list[str]) -> list[dict]:
             "Worker soak (one prefork pool process, RSS after the page):\n\n"
             + common.table(["page", "document", "pool process RSS MB"], table)
         )
+    carried = _carried_rows(parts)
+    rows += carried
     extra = {
         "load average (before / after)": f"{load_before} / {common.loadavg()}",
         "settings": f"OCR_CPU_PROFILE={os.environ.get('OCR_CPU_PROFILE', 'default')}, "
