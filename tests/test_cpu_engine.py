@@ -112,9 +112,10 @@ def test_tiny_latin_head_is_cut_from_the_tiny_dictionary(cache_dir):
 def test_a_tiny_model_file_other_than_the_measured_one_is_refused(monkeypatch, tmp_path):
     from workers.engines.cpu import models
 
-    other = tmp_path / "rec.onnx"
+    other = tmp_path / "models" / "ppocrv6" / "tiny" / "rec" / "rec.onnx"
+    other.parent.mkdir(parents=True)
     other.write_bytes(wheel_rec_model("tiny").read_bytes() + b"\0")
-    monkeypatch.setattr(models, "wheel_rec_model", lambda model="small": other)
+    monkeypatch.setattr(models, "_wheel_file", lambda package, relative: tmp_path / relative)
     with pytest.raises(ValueError, match="not the measured tiny export"):
         models.rec_model("tiny", "latin", tmp_path)
 

