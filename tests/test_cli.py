@@ -80,10 +80,10 @@ def test_cli_fixes_glibc_mmap_threshold_only_when_asked(var_dir):
     # process, so this suite's own allocator keeps glibc's defaults.
     code = (
         "import django; django.setup();"
-        "from apps.jobs.management.commands.ocr import return_large_buffers as r;"
-        "print(r(0), r(2 * 1024 * 1024))"
+        "from ocrsite.memory import return_large_buffers as r, memory_first as m;"
+        "print(r(0), m(), r(2 * 1024 * 1024), m())"
     )
     env = {k: v for k, v in os.environ.items() if k not in SUITE_ONLY}
     env.update(OCR_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="ocrsite.settings")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "False", "True", "True"], out.stderr[-2000:]

@@ -5,6 +5,7 @@ Real models from the installed wheels on real scans; no mocks.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -351,3 +352,73 @@ def test_fused_layout_model_finds_the_same_regions_as_the_wheels(cache_dir):
     assert wheel and [b.label for b in fused] == [b.label for b in wheel]
     assert np.allclose([b.bbox for b in fused], [b.bbox for b in wheel], atol=0.5)
     assert np.allclose([b.score for b in fused], [b.score for b in wheel], atol=1e-4)
+
+
+# Run in a child process set up as `manage.py ocr` sets itself up (memory first, before any engine
+# loads), so this suite's allocator keeps glibc's defaults. The page is read three times at full
+# size; each pass's rise of resident memory above the resting level is sampled every 5 ms.
+_FULL_SIZE_PASSES = """
+import json, sys, threading, time
+import django
+django.setup()
+from django.conf import settings
+from ocrsite.memory import release_freed_memory, return_large_buffers
+memory_first = return_large_buffers(settings.OCR_CLI_MMAP_THRESHOLD)
+import numpy as np, psutil, pymupdf
+from workers import engine_setup
+from workers.engines.cpu import RapidOcrRecognizer
+config = engine_setup.deployment().cpu_recognizer
+engine = RapidOcrRecognizer(config)
+with pymupdf.open(sys.argv[1]) as doc:
+    pix = doc[0].get_pixmap(dpi=200, colorspace=pymupdf.csRGB, alpha=False)
+page = np.frombuffer(pix.samples, np.uint8).reshape(pix.height, pix.width, 3)
+me = psutil.Process()
+
+def rise():
+    release_freed_memory()
+    base = peak = me.memory_info().rss
+    done = threading.Event()
+    def sample():
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, me.memory_info().rss)
+            time.sleep(0.005)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    engine.read_page(page, full_detection=True)
+    done.set()
+    sampler.join()
+    return (peak - base) / 2**20
+
+print(json.dumps({
+    "memory_first": memory_first,
+    "patterns": engine.detection.session.session.get_session_options().enable_mem_pattern,
+    "rises": [rise() for _ in range(3)],
+}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CLI's memory-first policy is glibc's")
+def test_the_clis_full_size_pass_costs_the_same_memory_each_time_a_page_comes():
+    # With onnxruntime's memory patterns on, the second full-size pass over a shape allocated the
+    # block planned from the first: ~545 MB where the first had peaked ~420 MB, so the CLI's peak
+    # grew with a document's page count (bench memory: 12 pages 1.19x the largest single page).
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ocrsite.settings", "OCR_ENGINE_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", _FULL_SIZE_PASSES, "tests/data/senate-expenditures.pdf"],  # a real page
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["memory_first"] and found["patterns"] is False, found
+    rises = found["rises"]
+    assert rises[0] > 100, rises  # the full-size pass ran (its tensors are hundreds of MB)
+    assert max(rises[1:]) <= rises[0] * 1.1 + 20, f"MB above the resting RSS per pass: {[round(r) for r in rises]}"

@@ -14,6 +14,7 @@ from celery.concurrency import prefork
 from celery.signals import worker_init
 from django.conf import settings
 
+from ocrsite.memory import memory_first
 from ocrsite.vocabulary import CpuModel, CpuRuntime
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
@@ -67,6 +68,7 @@ def deployment() -> registry.EngineSettings:
             **({"rec_model": CpuModel(settings.OCR_CPU_REC_MODEL)} if settings.OCR_CPU_REC_MODEL else {}),
             det_limit_side=settings.OCR_DET_LIMIT_SIDE,
             det_limit_type=settings.OCR_DET_LIMIT_TYPE,
+            det_memory_patterns=not memory_first(),
             model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR),
         ),
         paddle=PaddleLayoutConfig(

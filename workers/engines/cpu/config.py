@@ -52,6 +52,13 @@ class CpuRecognizerConfig:
     # The tiny detector is less sure of short isolated marks (list numbers "2", "3"): 0.3 keeps
     # them and adds nothing spurious on the dev pages (bench cpu-engine).
     det_probe_box_thresh: float = 0.5
+    # onnxruntime's memory patterns for the full-size detection pass: with them it plans one block
+    # per input shape after the first run of that shape and allocates the block on every later
+    # run. Faster on repeated shapes (fewer page faults), but the block is larger than the first,
+    # unplanned run's peak (table page at 1,984 x 1,536: ~545 MB against ~420), so the same page
+    # costs ~125 MB more the second time it comes. Workers keep them (throughput first); the
+    # embedded CLI, memory first, turns them off (ocrsite.memory.memory_first).
+    det_memory_patterns: bool = True
     # At most this many detected text boxes per page (rapidocr's default, 1000, silently dropped
     # the top quarter of the NICS statistics table: ~1,500 cells).
     det_max_candidates: int = 5000

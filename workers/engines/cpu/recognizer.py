@@ -19,13 +19,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ocrsite.memory import release_freed_memory
 from ocrsite.vocabulary import CpuRuntime, ErrorCode
 from workers.engines.base import EngineError, LayoutBox, Recognition, TextLine
 from workers.engines.cpu.budget import resolve_threads
 from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolved
 from workers.engines.cpu.detection import TextDetection
 from workers.engines.cpu.lines import assign_lines, table_text
-from workers.engines.cpu.memory import release_freed_memory
 from workers.engines.cpu.models import rec_model, wheel_model
 from workers.engines.cpu.rapid import as_bgr, quiet
 from workers.engines.geometry import quad_to_box
@@ -103,7 +103,9 @@ class RapidOcrRecognizer:
             probe_cfg.model_path = str(wheel_model("det", config.det_probe_model))
             probe_cfg.box_thresh = config.det_probe_box_thresh
             probe_detector = TextDetector(probe_cfg)
-        self.detection = TextDetection(TextDetector(cfg.Det), config, probe_detector)
+        self.detection = TextDetection(
+            _full_size_detector(cfg.Det, threads, config.det_memory_patterns), config, probe_detector
+        )
         self._recognition = TextRecognizer(cfg.Rec)
         # Operators read what a worker really runs here: `auto` resolves per machine (auto_runtime).
         log.info(
@@ -211,6 +213,30 @@ class RapidOcrRecognizer:
         # The pass is shared by the page; each region reports the page's latency.
         recognition.texts[:] = [replace(t, latency_ms=elapsed) for t in recognition.texts]
         return recognition
+
+
+def _full_size_detector(det_cfg, threads: int, memory_patterns: bool):
+    """rapidocr's detector for the full-size pass, over a session of our own so that onnxruntime's
+    memory patterns can be turned off (``CpuRecognizerConfig.det_memory_patterns``; rapidocr
+    exposes no such option). Otherwise the session is built as rapidocr builds it. The probe keeps
+    rapidocr's: its inputs are a quarter the size."""
+    import onnxruntime as ort
+    from omegaconf import OmegaConf
+    from rapidocr.ch_ppocr_det import TextDetector
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.enable_cpu_mem_arena = False  # as rapidocr: a freed tensor goes back at once
+    options.enable_mem_pattern = memory_patterns
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(det_cfg.model_path), options, providers=["CPUExecutionProvider"])
+    # rapidocr takes a ready session in its stage config (key `session`); OmegaConf holds an
+    # object only when allowed to.
+    cfg = OmegaConf.create(OmegaConf.to_container(det_cfg), flags={"allow_objects": True})
+    cfg.session = session
+    return TextDetector(cfg)
 
 
 def _openvino_params(threads: int, rec_path: str) -> dict:

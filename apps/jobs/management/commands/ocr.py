@@ -6,8 +6,6 @@ configured database (SQLite by default) and storage (local files by default).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import sys
 from pathlib import Path
@@ -22,24 +20,7 @@ from apps.jobs import services
 from apps.jobs.documents import InputError
 from apps.jobs.models import Job
 from ocrsite.celery import app as celery_app
-
-# glibc's mallopt parameter number for the mmap threshold (malloc.h).
-_M_MMAP_THRESHOLD = -3
-
-
-def return_large_buffers(threshold: int) -> bool:
-    """Serve allocations of ``threshold`` bytes or more with their own mappings (glibc only).
-
-    Fixing the threshold also stops glibc from raising it on its own, which is what lets freed
-    page images and model buffers pile up in the heap. False where there is no glibc (macOS, musl)
-    or the threshold is 0."""
-    if threshold <= 0:
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold))
-    except (OSError, AttributeError, TypeError):
-        return False
+from ocrsite.memory import return_large_buffers
 
 
 class Command(BaseCommand):
@@ -57,7 +38,8 @@ class Command(BaseCommand):
         path: Path = opts["file"]
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
-        # Before any engine loads: the embedded path runs on laptops, where peak memory matters.
+        # Before any engine loads: the embedded path runs on laptops, where peak memory matters
+        # (this also builds the engines memory-first: workers.engine_setup.deployment).
         return_large_buffers(settings.OCR_CLI_MMAP_THRESHOLD)
         call_command("migrate", verbosity=0, interactive=False)
         # The terminal shows the document; the pipeline's INFO lines are for worker logs.
