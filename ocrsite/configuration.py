@@ -69,6 +69,7 @@ HELP = {
     "OCR_CPU_PROFILE": "fast: Latin-script recognition, cheaper detection; accurate: every script, full resolution",
     "OCR_CPU_PROBE_MODEL": "PP-OCRv6 model of the 960-px detection probe, small or tiny (empty: the profile's; fast: tiny)",
     "OCR_CPU_REC_MODEL": "PP-OCRv6 recognition model, small or tiny (empty: the profile's; fast: tiny)",
+    "OCR_CPU_REREAD_BELOW": "lines read under this confidence are read again by the small model, the surer reading kept (-1: the profile's, fast 0.95; 0: never)",
     "OCR_CPU_RUNTIME": "what runs recognition (empty: the profile's; auto: OpenVINO with AVX-512, else onnxruntime)",
     "OCR_MODEL_CACHE_DIR": "where derived models (the fast profile's Latin head) are written once",
     "OCR_CLI_MMAP_THRESHOLD": "bytes from which manage.py ocr has glibc map allocations on their own (0: glibc's)",

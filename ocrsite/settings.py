@@ -211,6 +211,8 @@ OCR_CPU_RUNTIME = env_choice("OCR_CPU_RUNTIME", "", ("", *CpuRuntime))
 # small under the fast profile's other settings.
 OCR_CPU_PROBE_MODEL = env_choice("OCR_CPU_PROBE_MODEL", "", ("", *CpuModel))
 OCR_CPU_REC_MODEL = env_choice("OCR_CPU_REC_MODEL", "", ("", *CpuModel))
+# Lines read under this confidence are read again by the small model (-1: the profile's; 0: never).
+OCR_CPU_REREAD_BELOW = env_float("OCR_CPU_REREAD_BELOW", -1.0)
 # Where derived models (the Latin recognition head) are written once per install.
 OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # The embedded CLI (manage.py ocr) asks glibc to serve allocations of this many bytes or more

@@ -70,13 +70,15 @@ def test_settings_choose_the_profile(settings, tmp_path):
             cfg = engine_setup.deployment().cpu_recognizer
             assert (cfg.rec_head, cfg.model_cache_dir) == (head, str(tmp_path))
         assert (cfg.det_probe_model, cfg.det_model, cfg.rec_model) == ("tiny", "small", "tiny")
+        assert (cfg.reread_below, cfg.reread_model) == (0.95, "small")
         settings.OCR_REC_BATCH = 7
+        settings.OCR_CPU_REREAD_BELOW = 0.0
         settings.OCR_CPU_RUNTIME = "onnxruntime"
         settings.OCR_CPU_REC_MODEL = "small"
         engine_setup.deployment.cache_clear()
         cfg = engine_setup.deployment().cpu_recognizer
         assert (cfg.rec_batch, cfg.runtime) == (7, "onnxruntime"), "explicit settings beat the fast profile"
-        assert (cfg.det_probe_model, cfg.rec_model) == ("tiny", "small")
+        assert (cfg.det_probe_model, cfg.rec_model, cfg.reread_below) == ("tiny", "small", 0.0)
     finally:
         engine_setup.deployment.cache_clear()
 
@@ -125,7 +127,7 @@ def test_tiny_models_read_what_the_small_ones_read(cache_dir):
     image = _image(PHOTOTEST)
     small = RapidOcrRecognizer(profile_config("accurate", threads=1)).read_lines(image)
     tiny = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(cache_dir)))
-    assert tiny.name == "rapidocr:PP-OCRv6 det tiny→small, rec tiny"
+    assert tiny.name == "rapidocr:PP-OCRv6 det tiny→small, rec tiny (< 0.95: small)"
     assert [line.text for line in tiny.read_lines(image)] == [line.text for line in small]
 
 
@@ -422,3 +424,26 @@ def test_the_clis_full_size_pass_costs_the_same_memory_each_time_a_page_comes():
     rises = found["rises"]
     assert rises[0] > 100, rises  # the full-size pass ran (its tensors are hundreds of MB)
     assert max(rises[1:]) <= rises[0] * 1.1 + 20, f"MB above the resting RSS per pass: {[round(r) for r in rises]}"
+
+
+def test_unsure_lines_are_read_again_by_the_stronger_model_and_the_surer_reading_kept(cache_dir):
+    # fast reads with the tiny model and re-reads its unsure lines with the small one (the NICS
+    # 6-pt table: 0.971 -> 0.976 word F1). Threshold 1.0 here: every line is re-read.
+    # On onnxruntime throughout, so the small model alone reads each crop exactly as the re-reader
+    # does (the re-reader runs on onnxruntime whatever reads first; OpenVINO pads widths in steps).
+    config = profile_config("fast", threads=1, runtime="onnxruntime", model_cache_dir=str(cache_dir))
+    assert config.reread_below > 0 and config.reread_model == "small" and config.rec_model == "tiny"
+    tiny_only = RapidOcrRecognizer(replace(config, reread_below=0.0))
+    small_only = RapidOcrRecognizer(replace(config, rec_model="small", reread_below=0.0))
+    both = RapidOcrRecognizer(replace(config, reread_below=1.0))
+    assert tiny_only._rereader is None and "(< 1: small)" in both.name
+    image = _image(PHOTOTEST)
+    lines = {name: e.read_page(image).lines for name, e in (("tiny", tiny_only), ("small", small_only), ("both", both))}
+    assert len(lines["tiny"]) == len(lines["small"]) == len(lines["both"]) > 5
+    took_small = 0
+    for tiny, small, kept in zip(lines["tiny"], lines["small"], lines["both"], strict=True):
+        surer = max(tiny, small, key=lambda line: line.confidence)
+        assert kept.confidence == pytest.approx(max(tiny.confidence, surer.confidence), abs=2e-3), (tiny, small, kept)
+        took_small += kept.text == small.text and kept.text != tiny.text
+        assert kept.confidence >= tiny.confidence - 2e-3
+    assert took_small or all(t.text == s.text for t, s in zip(lines["tiny"], lines["small"], strict=True))

@@ -66,6 +66,7 @@ def deployment() -> registry.EngineSettings:
             **({"runtime": CpuRuntime(settings.OCR_CPU_RUNTIME)} if settings.OCR_CPU_RUNTIME else {}),
             **({"det_probe_model": CpuModel(settings.OCR_CPU_PROBE_MODEL)} if settings.OCR_CPU_PROBE_MODEL else {}),
             **({"rec_model": CpuModel(settings.OCR_CPU_REC_MODEL)} if settings.OCR_CPU_REC_MODEL else {}),
+            **({"reread_below": settings.OCR_CPU_REREAD_BELOW} if settings.OCR_CPU_REREAD_BELOW >= 0 else {}),
             det_limit_side=settings.OCR_DET_LIMIT_SIDE,
             det_limit_type=settings.OCR_DET_LIMIT_TYPE,
             det_memory_patterns=not memory_first(),

@@ -53,7 +53,7 @@ class RapidOcrRecognizer:
     engine is built, once per process."""
 
     def __init__(self, config: CpuRecognizerConfig) -> None:
-        from rapidocr import RapidOCR
+        from rapidocr import EngineType, RapidOCR
         from rapidocr.ch_ppocr_det import TextDetector
         from rapidocr.ch_ppocr_rec import TextRecognizer
 
@@ -64,7 +64,8 @@ class RapidOcrRecognizer:
         threads = resolve_threads(config.threads)
         # Results record which models read the page (Region.engine).
         probe = f"{config.det_probe_model}→" if config.det_probe_side > 0 else ""
-        self.name = f"rapidocr:PP-OCRv6 det {probe}{config.det_model}, rec {config.rec_model}"
+        reread = f" (< {config.reread_below:g}: {config.reread_model})" if self._rereads(config) else ""
+        self.name = f"rapidocr:PP-OCRv6 det {probe}{config.det_model}, rec {config.rec_model}{reread}"
         rec_path, keys_path = rec_model(config.rec_model, config.rec_head, config.model_cache_dir)
         extra: dict = {
             "Det.model_path": str(wheel_model("det", config.det_model)),
@@ -107,6 +108,17 @@ class RapidOcrRecognizer:
             _full_size_detector(cfg.Det, threads, config.det_memory_patterns), config, probe_detector
         )
         self._recognition = TextRecognizer(cfg.Rec)
+        self._rereader = None
+        if self._rereads(config):
+            # On onnxruntime whatever reads the page: it keeps no state per input shape, and the
+            # unsure lines' widths are many (on OpenVINO the 12-page CLI peak grew 1.09 -> 1.11x).
+            reread_cfg = cfg.Rec.copy()
+            reread_cfg.engine_type = EngineType.ONNXRUNTIME
+            reread_cfg.engine_cfg = cfg.EngineConfig.onnxruntime
+            path, keys = rec_model(config.reread_model, config.rec_head, config.model_cache_dir)
+            reread_cfg.model_path = str(path)
+            reread_cfg.rec_keys_path = str(keys) if keys else None
+            self._rereader = TextRecognizer(reread_cfg)
         # Operators read what a worker really runs here: `auto` resolves per machine (auto_runtime).
         log.info(
             "CPU recognizer ready in %.1f s: %s, recognition on %s, %s head, detection %s, %d thread(s)",
@@ -159,7 +171,7 @@ class RapidOcrRecognizer:
                     return PageLines([], detected.detection_pass)
                 crops = [get_rotate_crop_image(page, quad.copy()) for quad in detected.quads]
                 del page
-                read = self._read_crops(crops)
+                read = self._reread_unsure(crops, self._read_crops(crops))
         except Exception as exc:  # onnxruntime and OpenVINO raise plain exceptions on bad tensors
             raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
         quads = map_boxes_to_original(detected.quads.copy(), op_record, height, width)
@@ -170,16 +182,37 @@ class RapidOcrRecognizer:
         ]
         return PageLines(lines, detected.detection_pass)
 
-    def _read_crops(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+    @staticmethod
+    def _rereads(config: CpuRecognizerConfig) -> bool:
+        return config.reread_below > 0 and config.reread_model != config.rec_model
+
+    def _reread_unsure(self, crops: list[np.ndarray], read: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        """``read`` with each line under ``reread_below`` confidence read again by the re-reader,
+        keeping whichever reading is the more confident."""
+        if self._rereader is None:
+            return read
+        unsure = [i for i, (_text, score) in enumerate(read) if score < self.config.reread_below]
+        if not unsure:
+            return read
+        again = self._read_crops([crops[i] for i in unsure], self._rereader, width_step=0)
+        out = list(read)
+        for i, (text, score) in zip(unsure, again, strict=True):
+            if score > out[i][1]:
+                out[i] = (text, score)
+        return out
+
+    def _read_crops(self, crops: list[np.ndarray], rec=None, width_step: int | None = None) -> list[tuple[str, float]]:
         """(text, confidence) of each line crop. Crops are read in batches of similar width (sorted
         by aspect ratio, as rapidocr does), each scaled to the model's height and padded to the
         batch's widest. On OpenVINO, which keeps state for every input shape it has seen (memory
         that grows page after page), the width is rounded up to a multiple of ``rec_width_step``
         and every batch is filled to ``rec_batch``, so the shapes come from a small fixed set."""
-        rec = self._recognition
+        rec = rec or self._recognition
         _channels, height, min_width = rec.rec_image_shape
         batch = rec.rec_batch_num
-        step = self.config.rec_width_step if self.runtime == CpuRuntime.OPENVINO else 0
+        if width_step is None:
+            width_step = self.config.rec_width_step if self.runtime == CpuRuntime.OPENVINO else 0
+        step = width_step
         ratios = [crop.shape[1] / crop.shape[0] for crop in crops]
         order = np.argsort(np.array(ratios))
         out: list[tuple[str, float]] = [("", 0.0)] * len(crops)
