@@ -90,9 +90,12 @@ class CpuRecognizerConfig:
 # the Latin head, two-pass detection (tiny at 960 px, small at full size), batches of 4 line crops (crops are sorted by
 # width, so small batches pad less: less recognition CPU than 16 at the same word F1, and a lower
 # peak memory) padded to 96 px rather than 320 (short crops: table cells, numbers), recognised on
-# the runtime that is cheaper on this CPU (widths in steps of 160 px there, which reads the same
-# text); "accurate" is the small models reading every script at full detection resolution on
-# onnxruntime. bench cpu-engine measures both.
+# onnxruntime; "accurate" is the small models reading every script at full detection resolution on
+# onnxruntime. bench cpu-engine measures both. fast chose OpenVINO on AVX-512 CPUs ("auto") while it
+# recognised with the small model; with the tiny one, on an AVX-512 EPYC (2026-12-04), OpenVINO was
+# ~15 % cheaper but dropped a word on two dev pages (its padded widths) that onnxruntime and
+# Tesseract read, and held ~50 MB more, while onnxruntime was already at 0.7x Tesseract's CPU.
+# OCR_CPU_RUNTIME=auto or openvino still chooses it.
 CPU_PROFILES: dict[CpuProfile, dict] = {
     CpuProfile.FAST: {
         "det_model": CpuModel.SMALL,
@@ -105,7 +108,7 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
         "rec_batch": 4,
         "rec_min_width": 96,
         "rec_width_step": 160,
-        "runtime": CpuRuntime.AUTO,
+        "runtime": CpuRuntime.ONNXRUNTIME,
     },
     CpuProfile.ACCURATE: {
         "det_model": CpuModel.SMALL,
