@@ -104,9 +104,7 @@ class RapidOcrRecognizer:
             probe_cfg.model_path = str(wheel_model("det", config.det_probe_model))
             probe_cfg.box_thresh = config.det_probe_box_thresh
             probe_detector = TextDetector(probe_cfg)
-        self.detection = TextDetection(
-            _full_size_detector(cfg.Det, threads, config.det_memory_patterns), config, probe_detector
-        )
+        self.detection = TextDetection(_full_size_detector(cfg.Det, config.det_memory_patterns), config, probe_detector)
         self._recognition = TextRecognizer(cfg.Rec)
         self._rereader = None
         if self._rereads(config):
@@ -212,17 +210,16 @@ class RapidOcrRecognizer:
         batch = rec.rec_batch_num
         if width_step is None:
             width_step = self.config.rec_width_step if self.runtime == CpuRuntime.OPENVINO else 0
-        step = width_step
         ratios = [crop.shape[1] / crop.shape[0] for crop in crops]
         order = np.argsort(np.array(ratios))
         out: list[tuple[str, float]] = [("", 0.0)] * len(crops)
         for start in range(0, len(crops), batch):
             members = order[start : start + batch]
             widest = max(min_width / height, *(ratios[i] for i in members))
-            if step:  # the half pixel keeps int(height * widest) on the rounded width
-                widest = (-(-int(height * widest) // step) * step + 0.5) / height
+            if width_step:  # the half pixel keeps int(height * widest) on the rounded width
+                widest = (-(-int(height * widest) // width_step) * width_step + 0.5) / height
             tensor = np.stack([rec.resize_norm_img(crops[i], widest) for i in members]).astype(np.float32)
-            if step and len(members) < batch:
+            if width_step and len(members) < batch:
                 tensor = np.concatenate([tensor, np.zeros((batch - len(members), *tensor.shape[1:]), np.float32)])
             preds = rec.session(tensor)[: len(members)]
             texts, _words = rec.postprocess_op(
@@ -248,22 +245,21 @@ class RapidOcrRecognizer:
         return recognition
 
 
-def _full_size_detector(det_cfg, threads: int, memory_patterns: bool):
-    """rapidocr's detector for the full-size pass, over a session of our own so that onnxruntime's
-    memory patterns can be turned off (``CpuRecognizerConfig.det_memory_patterns``; rapidocr
-    exposes no such option). Otherwise the session is built as rapidocr builds it. The probe keeps
-    rapidocr's: its inputs are a quarter the size."""
-    import onnxruntime as ort
-    from omegaconf import OmegaConf
+def _full_size_detector(det_cfg, memory_patterns: bool):
+    """rapidocr's detector for the full-size pass. With ``memory_patterns`` off
+    (``CpuRecognizerConfig.det_memory_patterns``; rapidocr exposes no such option) it runs over a
+    session of our own, its options rapidocr's own (``OrtInferSession._init_sess_opts``) with that
+    one change. The probe always keeps rapidocr's session: its inputs are a quarter the size."""
     from rapidocr.ch_ppocr_det import TextDetector
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.enable_cpu_mem_arena = False  # as rapidocr: a freed tensor goes back at once
-    options.enable_mem_pattern = memory_patterns
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
+    if memory_patterns:
+        return TextDetector(det_cfg)
+    import onnxruntime as ort
+    from omegaconf import OmegaConf
+    from rapidocr.inference_engine.onnxruntime.main import OrtInferSession
+
+    options = OrtInferSession._init_sess_opts(det_cfg.engine_cfg)
+    options.enable_mem_pattern = False
     session = ort.InferenceSession(str(det_cfg.model_path), options, providers=["CPUExecutionProvider"])
     # rapidocr takes a ready session in its stage config (key `session`); OmegaConf holds an
     # object only when allowed to.
