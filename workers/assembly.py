@@ -83,6 +83,7 @@ def page_dicts(job: Job) -> list[dict]:
             "source": p.source,
             "rotation": p.rotation,
             "flags": p.flags,
+            "script": p.script,
             "regions": regions_by_page.get(p.pk, []),
         }
         for p in job.pages.order_by("index")

@@ -76,6 +76,13 @@ def _write(pages: list[Page], read: Read, started: datetime, elapsed_ms: int) ->
         # are kept as given.
         if found and (regions or any(box.order is None for box, _ in found)):
             renumber(page)
+        if result.script or result.flags:
+            # What the recognizer found about the page as a whole: its script, and flags
+            # (script:unsupported) that the JSON, the console's flag filter and /metrics count.
+            Page.objects.filter(pk=page.pk).update(
+                script=result.script or "", flags=list(dict.fromkeys([*page.flags, *result.flags]))
+            )
+            services.flag_job(page.job_id, result.flags)
         if services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed_ms) is None:
             # The claim went stale and was handed on: the other worker's text is the one kept.
             transaction.set_rollback(True)

@@ -140,6 +140,12 @@ class Page(models.Model):
     flags = models.JSONField(
         default=list, blank=True, help_text="what the page gave up to keep every word (conservation:...)"
     )
+    script = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        help_text="the script OCR judged the page to be written in (latin, cjk, unsupported); empty: not judged",
+    )
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)

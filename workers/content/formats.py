@@ -2,7 +2,7 @@
 
 Input shape, one dict a page (regions already in reading order)::
 
-    {"index", "width", "height", "dpi", "width_pt", "height_pt", "source", "rotation", "flags",
+    {"index", "width", "height", "dpi", "width_pt", "height_pt", "source", "rotation", "flags", "script",
      "regions": [{"order", "label", "bbox": (x0, y0, x1, y1), "polygon", "text", "confidence",
                   "score", "task", "source", "engine", "flags"}]}
 """
@@ -77,6 +77,9 @@ def to_json(job: dict[str, Any], pages: Sequence[dict[str, Any]]) -> str:
                 "source": page["source"],
                 "rotation": page.get("rotation", 0),
                 "flags": page.get("flags", []),
+                # The script OCR judged the page to be in (latin, cjk, unsupported); text-layer
+                # pages and engines that do not judge have none.
+                **({"script": page["script"]} if page.get("script") else {}),
                 "regions": [
                     {
                         "order": r["order"],

@@ -76,6 +76,11 @@ class Recognition:
 
     texts: list[RegionText]
     extra: list[tuple[LayoutBox, RegionText]] = field(default_factory=list)
+    # The page's own findings: the script it was judged to be written in (``latin``, ``cjk``,
+    # ``unsupported``; None where the recognizer does not judge), and page flags such as
+    # ``script:unsupported`` (``Page.flags``: the JSON, the console and /metrics show them).
+    script: str | None = None
+    flags: tuple[str, ...] = ()
 
 
 class EngineError(Exception):

@@ -79,6 +79,21 @@ class CpuRecognizerConfig:
     # dev pages normal print measures 16–48 px at 960 and the 6-pt NICS table 11 px.
     det_probe_side: int = 0
     det_probe_min_px: float = 13.0
+    # Check the script of a page whose lines read unsure, and read a CJK page with the full-head
+    # small model or flag a page no recogniser here reads (workers.engines.cpu.script). The check
+    # costs nothing on a page whose lines read confidently.
+    script_check: bool = True
+    # A page larger than det_max_side is shrunk to fit it for detection; when that shrink is to
+    # under tile_max_shrink of its size and the median line found there is under tile_min_line_px
+    # (or nothing is found, or the boxes are merged blocks of small print) the page is read again
+    # in overlapping full-width bands at the scale that makes its lines about tile_line_px tall,
+    # never enlarged (workers.engines.cpu.tiles). A 200-dpi A4 page shrinks only to 0.85, and the
+    # dev set's smallest print (the 6-pt NICS table, shrunk to 0.71) measures 16 px there and reads
+    # well: neither is banded. Han print needs more: a 4959x7017 poster of CJK pages (0.29, lines
+    # ~12 px) read 0.925 character F1 shrunk, 1.000 in bands. tile_min_line_px 0: always shrink.
+    tile_max_shrink: float = 0.5
+    tile_min_line_px: float = 20.0
+    tile_line_px: float = 32.0
     model_cache_dir: str = ""
     # Inference runtime for recognition, reading the same ONNX file: "onnxruntime", "openvino"
     # (Intel's CPU runtime) or "auto" (resolved by profile_config / the recognizer: see

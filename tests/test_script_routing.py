@@ -1,0 +1,92 @@
+"""Script and scale decided by what the page reads, on the default (``fast``) profile: real models
+from the installed wheels on real pages (tests/data/script: see its README), no mocks.
+
+On the code before these checks the fast profile read the Japanese page 0.03 and the Chinese
+page 0.62 character F1 (Latin lookalike symbols, no flag), the Korean page 0.09 as symbols
+marked done, and the flatbed-sized sheet 0.95 (print shrunk to ~10 px)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pymupdf
+import pytest
+from PIL import Image
+
+from bench.accuracy import char_scores
+from tests.support.documents import BUNDLED_DATA
+from workers.engines.base import LayoutBox
+from workers.engines.cpu import RapidOcrRecognizer, profile_config
+from workers.engines.cpu.recognizer import FULL_BANDS
+from workers.engines.cpu.script import FLAG_SCRIPT_UNSUPPORTED, SCRIPT_CJK, SCRIPT_LATIN, SCRIPT_UNSUPPORTED
+
+SCRIPT_DATA = BUNDLED_DATA / "script"
+
+
+def _render(page: pymupdf.Page, dpi: int = 200) -> np.ndarray:
+    pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csRGB, alpha=False)
+    return np.frombuffer(pix.samples, np.uint8).reshape(pix.height, pix.width, 3).copy()
+
+
+def _page(name: str) -> tuple[np.ndarray, str]:
+    with pymupdf.open(SCRIPT_DATA / name) as doc:
+        return _render(doc[0]), doc[0].get_text()
+
+
+@pytest.fixture(scope="module")
+def fast(tmp_path_factory):
+    return RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(tmp_path_factory.mktemp("m"))))
+
+
+def _text(read) -> str:
+    return "\n".join(line.text for line in read.lines)
+
+
+def test_a_latin_page_is_latin_and_never_loads_the_full_head(fast):
+    with Image.open(BUNDLED_DATA / "phototest.tif") as img:
+        read = fast.read_page(np.asarray(img.convert("RGB")))
+    assert (read.script, read.flags) == (SCRIPT_LATIN, ())
+    assert "quick brown dog" in _text(read)
+    assert fast._full_head is None, "a worker that sees only Latin pages starts and runs as before"
+
+
+@pytest.mark.parametrize("name", ["japanese_text.pdf", "chinese-tables.pdf"])
+def test_cjk_pages_are_read_by_the_recogniser_that_has_their_characters(fast, name):
+    image, truth = _page(name)
+    read = fast.read_page(image)
+    score = char_scores(_text(read), truth)
+    assert score.f1 >= 0.95, score
+    assert (read.script, read.flags) == (SCRIPT_CJK, ())
+
+
+def test_a_korean_page_is_flagged_not_passed_off_as_symbols(fast):
+    image, _truth = _page("korean_text.pdf")
+    read = fast.read_page(image)
+    assert read.script == SCRIPT_UNSUPPORTED
+    assert read.flags == (FLAG_SCRIPT_UNSUPPORTED,)
+    # Whatever is kept was read with confidence; the lookalike symbols are not.
+    assert all(line.confidence >= 0.8 for line in read.lines), read.lines
+
+
+def test_the_page_flag_and_script_reach_the_recognition(fast):
+    image, _truth = _page("korean_text.pdf")
+    height, width = image.shape[:2]
+    result = fast.recognize(image, [LayoutBox("text", (0, 0, width, height))])
+    assert (result.script, result.flags) == (SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,))
+
+
+def test_a_large_sheet_is_read_in_bands_at_the_scale_its_print_needs(fast):
+    """A flatbed-sized sheet (three A4 pages wide and tall, 4959x7017 px at 200 dpi) holding one
+    Japanese page in its corner: shrunk to the 2,000-px detection limit its print is ~10 px."""
+    doc = pymupdf.open()
+    sheet = doc.new_page(width=595 * 3, height=842 * 3)
+    with pymupdf.open(SCRIPT_DATA / "japanese_text.pdf") as src:
+        sheet.show_pdf_page(pymupdf.Rect(40, 40, 40 + 595, 40 + 842), src, 0)
+    image, truth = _render(sheet), sheet.get_text()
+    read = fast.read_page(image)
+    assert read.detection_pass == FULL_BANDS
+    assert char_scores(_text(read), truth).f1 >= 0.95
+    # Boxes are on the sheet as submitted: the title line where the page put it.
+    title = next(line for line in read.lines if "評価用" in line.text)
+    x0, y0, _x1, _y1 = title.bbox
+    words = [w for w in sheet.get_text("words") if "評価用" in w[4]]
+    assert abs(x0 - words[0][0] * 200 / 72) < 30 and abs(y0 - words[0][1] * 200 / 72) < 30, (title.bbox, words[0])
