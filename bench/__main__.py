@@ -22,6 +22,11 @@ BENCHMARKS = {
     "ingest": ("bench.ingest", "run", "ingest: 64 concurrent 1 MB uploads, product vs a framework-free reference"),
     "tables": ("bench.tables_teds", "run", "TEDS of the dev table pages, born-digital and rasterised"),
     "orientation": ("bench.orientation", "run", "scan orientation step: CPU-s per upright page, turns found"),
+    "script": (
+        "bench.script_routing",
+        "run",
+        "script by reading and large pages in bands: F1 and CPU-s, before vs now",
+    ),
     "page-budget": (
         "bench.page_budget",
         "run",
@@ -30,7 +35,7 @@ BENCHMARKS = {
     "bigdocs": ("bench.bigdocs", "run", "2,000-page born-digital and 300-page scanned PDFs: RSS, first page, pages/s"),
     "cpu-knobs": ("bench.cpu_engine", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
-DEFAULT = ("cpu-engine", "memory", "text-layer", "pipeline", "ingest", "tables", "orientation")
+DEFAULT = ("cpu-engine", "memory", "text-layer", "pipeline", "ingest", "tables", "orientation", "script")
 
 
 def main(argv: list[str]) -> int:
