@@ -41,12 +41,33 @@ def _text(read) -> str:
     return "\n".join(line.text for line in read.lines)
 
 
-def test_a_latin_page_is_latin_and_never_loads_the_full_head(fast):
+def test_a_latin_page_is_latin_and_loads_no_model_beyond_the_profiles(fast, tmp_path):
     with Image.open(BUNDLED_DATA / "phototest.tif") as img:
-        read = fast.read_page(np.asarray(img.convert("RGB")))
+        image = np.asarray(img.convert("RGB"))
+    read = fast.read_page(image)
     assert (read.script, read.flags) == (SCRIPT_LATIN, ())
     assert "quick brown dog" in _text(read)
-    assert fast._full_head is None, "a worker that sees only Latin pages starts and runs as before"
+    # fast's re-reader is the full-head model the script check uses: nothing more is loaded.
+    assert fast._full_head is fast._rereader is not None
+    # Where the re-reader is not that model, it is built only when a page needs it.
+    latin = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(tmp_path), reread_head="latin"))
+    assert latin.read_page(image).script == SCRIPT_LATIN
+    assert latin._full_head is None
+
+
+def test_a_japanese_line_on_a_latin_page_is_read_in_its_script(fast):
+    """One line of Japanese among English paragraphs: too few unsure lines to check the page's
+    script, so the line is re-read by the full head, line by line, and its reading kept."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    english = (BUNDLED_DATA / "phototest.gold.txt").read_text()
+    page.insert_textbox(pymupdf.Rect(60, 60, 535, 400), english * 2, fontname="helv", fontsize=11)
+    page.insert_font(fontname="cjk", fontbuffer=pymupdf.Font("japan").buffer)
+    page.insert_text((60, 430), "東京都千代田区の会社で会議が開かれました。", fontname="cjk", fontsize=11)
+    read = fast.read_page(_render(page))
+    assert read.script == SCRIPT_LATIN and read.flags == ()
+    assert "東京都千代田区の会社で会議が開かれました。" in _text(read)
+    assert "quick brown dog" in _text(read)
 
 
 @pytest.mark.parametrize("name", ["japanese_text.pdf", "chinese-tables.pdf"])

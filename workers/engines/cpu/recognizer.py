@@ -125,10 +125,13 @@ class RapidOcrRecognizer:
             reread_cfg = cfg.Rec.copy()
             reread_cfg.engine_type = EngineType.ONNXRUNTIME
             reread_cfg.engine_cfg = cfg.EngineConfig.onnxruntime
-            path, keys = rec_model(config.reread_model, config.rec_head, config.model_cache_dir)
+            reread_head = config.reread_head or config.rec_head
+            path, keys = rec_model(config.reread_model, reread_head, config.model_cache_dir)
             reread_cfg.model_path = str(path)
             reread_cfg.rec_keys_path = str(keys) if keys else None
             self._rereader = TextRecognizer(reread_cfg)
+            if (config.reread_model, reread_head) == (CpuModel.SMALL, "full"):
+                self._full_head = self._rereader
         # Operators read what a worker really runs here: `auto` resolves per machine (auto_runtime).
         log.info(
             "CPU recognizer ready in %.1f s: %s, recognition on %s, %s head, detection %s, %d thread(s)",
@@ -252,7 +255,8 @@ class RapidOcrRecognizer:
         read = self._read_crops(crops)
         scores = [score for _text, score in read]
         if not self.config.script_check or not script_check.needs_check(scores):
-            return self._reread_unsure(crops, read), script_check.script_of(read), ()
+            read = self._reread_unsure(crops, read)
+            return read, script_check.script_of(read), ()
         picked = script_check.sample(scores, [crop.shape[1] / max(1, crop.shape[0]) for crop in crops])
         full = self._full_head_recognizer()
         again = (
@@ -270,7 +274,10 @@ class RapidOcrRecognizer:
             for i, reading in zip(rest, self._read_crops([crops[i] for i in rest], full, width_step=0), strict=True):
                 read[i] = reading
             return read, check.script, check.flags
-        read = self._reread_unsure(crops, read)
+        # The sampled lines' full-head readings count as their re-reading when that is the re-reader.
+        read = self._reread_unsure(
+            crops, read, dict(zip(picked, again, strict=True)) if full is self._rereader else None
+        )
         if check.script == script_check.SCRIPT_UNSUPPORTED:
             # What was read with confidence (numbers, Latin words) stays; the rest is lookalike
             # symbols from a recogniser that does not know the script, and is not passed off as text.
@@ -278,9 +285,9 @@ class RapidOcrRecognizer:
         return read, check.script, check.flags
 
     def _full_head_recognizer(self):
-        """The small model with its full classifier (Han, kana, Latin): the recogniser itself when
-        that is what the profile reads with, else built on first need, so a worker that only ever
-        sees Latin pages never loads it."""
+        """The small model with its full classifier (Han, kana, Latin): the recogniser or the
+        re-reader when either is that model (fast's re-reader is), else built on first need, so a
+        worker that only ever sees Latin pages never loads it."""
         if self._full_head is None:
             from rapidocr import EngineType
             from rapidocr.ch_ppocr_rec import TextRecognizer
@@ -303,17 +310,21 @@ class RapidOcrRecognizer:
     def _rereads(config: CpuRecognizerConfig) -> bool:
         return config.reread_below > 0 and config.reread_model != config.rec_model
 
-    def _reread_unsure(self, crops: list[np.ndarray], read: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    def _reread_unsure(
+        self, crops: list[np.ndarray], read: list[tuple[str, float]], known: dict[int, tuple[str, float]] | None = None
+    ) -> list[tuple[str, float]]:
         """``read`` with each line under ``reread_below`` confidence read again by the re-reader,
-        keeping whichever reading is the more confident."""
+        keeping whichever reading is the more confident; ``known``: lines the re-reader has read
+        already (the script check's sample), by index."""
         if self._rereader is None:
             return read
+        known = known or {}
         unsure = [i for i, (_text, score) in enumerate(read) if score < self.config.reread_below]
-        if not unsure:
-            return read
-        again = self._read_crops([crops[i] for i in unsure], self._rereader, width_step=0)
+        todo = [i for i in unsure if i not in known]
+        again = dict(zip(todo, self._read_crops([crops[i] for i in todo], self._rereader, width_step=0), strict=True))
         out = list(read)
-        for i, (text, score) in zip(unsure, again, strict=True):
+        for i in unsure:
+            text, score = again[i] if i in again else known[i]
             if score > out[i][1]:
                 out[i] = (text, score)
         return out
