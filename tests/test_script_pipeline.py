@@ -14,6 +14,7 @@ from django.urls import reverse
 from PIL import Image
 
 from apps.jobs.documents import render_pdf_page
+from apps.jobs.models import Page
 from bench.accuracy import char_scores, json_text
 from tests.support.console import client_for, make_operator, scrape
 from tests.support.documents import BUNDLED_DATA
@@ -57,6 +58,12 @@ def test_each_page_reads_in_its_script_or_is_flagged(api, worker, settings):
     operator = client_for(make_operator())
     listing = operator.get(reverse("admin:jobs_job_changelist") + "?flagged=yes")
     assert str(job_id)[:8] in listing.content.decode()
+    pages = operator.get(reverse("admin:jobs_page_changelist") + "?script=unsupported")
+    assert pages.status_code == 200 and pages.context["cl"].result_count == 1, "the console filters pages by script"
+    assert list(Page.objects.filter(job_id=job_id).order_by("index").values_list("script", flat=True)) == [
+        "cjk",
+        "unsupported",
+    ]
     metrics = scrape()
     assert metrics[("ocr_pages_flagged_total", (("flag", FLAG_SCRIPT_UNSUPPORTED),))] >= 1
     assert metrics[("ocr_jobs_flagged_total", (("flag", FLAG_SCRIPT_UNSUPPORTED),))] >= 1

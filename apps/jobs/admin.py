@@ -434,8 +434,19 @@ class PipelineRecordAdmin(admin.ModelAdmin):
 
 @admin.register(Page)
 class PageAdmin(PipelineRecordAdmin):
-    list_display = ("job", "index", "status", "source", "rotation", "flags", "layout_ms", "recognize_ms", "error_code")
-    list_filter = ("status", "source", "rotation")
+    list_display = (
+        "job",
+        "index",
+        "status",
+        "source",
+        "rotation",
+        "script",
+        "flags",
+        "layout_ms",
+        "recognize_ms",
+        "error_code",
+    )
+    list_filter = ("status", "source", "rotation", "script")
     list_select_related = ("job",)
     raw_id_fields = ("job",)
 
