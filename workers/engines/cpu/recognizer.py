@@ -229,7 +229,13 @@ class RapidOcrRecognizer:
         scaled_h, scaled_w = max(1, round(height * scale)), max(1, round(width * scale))
         quads_out: list[np.ndarray] = []
         crops: list[np.ndarray] = []
-        for band in tiles.plan(scaled_h, scaled_w, budget_px, self.config.tile_line_px):
+        for band in tiles.plan(
+            scaled_h,
+            scaled_w,
+            budget_px,
+            self.config.tile_line_px,
+            self.config.det_limit_side if self.config.det_limit_type == "min" else 0,
+        ):
             rows = image[int(band.top / scale) : min(height, int(np.ceil(band.bottom / scale)))]
             size = (scaled_w, band.bottom - band.top)
             pixels = as_bgr(

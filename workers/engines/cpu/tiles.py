@@ -64,12 +64,14 @@ def band_scale(heights: np.ndarray, shrink: float, line_px: float) -> float:
     return min(1.0, line_px / max(native, 1.0))
 
 
-def plan(height: int, width: int, budget_px: int, line_px: float) -> list[Band]:
+def plan(height: int, width: int, budget_px: int, line_px: float, min_rows: int = 0) -> list[Band]:
     """Bands over a page ``height`` x ``width`` (already at the band scale): each of about
     ``budget_px`` pixels (the shrunk page's, so no band costs the detector more memory than the
-    shrunk page did), overlapping by ``MIN_OVERLAP_PX`` or four lines, whichever is more."""
+    shrunk page did) and at least ``min_rows`` tall (the detector enlarges a shorter input to its
+    ``det_limit_side``: a band as tall costs the same and covers more), overlapping by
+    ``MIN_OVERLAP_PX`` or four lines, whichever is more."""
     overlap = int(max(MIN_OVERLAP_PX, 4 * line_px))
-    band_h = max(int(budget_px / max(width, 1)), 3 * overlap)
+    band_h = max(int(budget_px / max(width, 1)), 3 * overlap, min_rows)
     if band_h >= height:
         return [Band(0, height, 0.0, float(height))]
     step = band_h - overlap
