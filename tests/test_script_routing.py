@@ -41,23 +41,23 @@ def _text(read) -> str:
     return "\n".join(line.text for line in read.lines)
 
 
-def test_a_latin_page_is_latin_and_loads_no_model_beyond_the_profiles(fast, tmp_path):
+def test_a_latin_page_is_latin_and_never_loads_the_full_head(fast, tmp_path):
     with Image.open(BUNDLED_DATA / "phototest.tif") as img:
         image = np.asarray(img.convert("RGB"))
     read = fast.read_page(image)
     assert (read.script, read.flags) == (SCRIPT_LATIN, ())
     assert "quick brown dog" in _text(read)
-    # fast's re-reader is the full-head model the script check uses: nothing more is loaded.
-    assert fast._full_head is fast._rereader is not None
-    # Where the re-reader is not that model, it is built only when a page needs it.
-    latin = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(tmp_path), reread_head="latin"))
-    assert latin.read_page(image).script == SCRIPT_LATIN
-    assert latin._full_head is None
+    assert fast._full_head is None, "a worker that sees only confident Latin pages starts and runs as before"
+    # A re-reader that is the full head is the one the check uses: nothing more is loaded.
+    full = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(tmp_path), reread_head="full"))
+    assert full.read_page(image).script == SCRIPT_LATIN
+    assert full._full_head is full._rereader is not None
 
 
 def test_a_japanese_line_on_a_latin_page_is_read_in_its_script(fast):
     """One line of Japanese among English paragraphs: too few unsure lines to check the page's
-    script, so the line is re-read by the full head, line by line, and its reading kept."""
+    script; the line stays unsure after the Latin re-read, so the full head reads it, and its
+    reading is kept."""
     doc = pymupdf.open()
     page = doc.new_page(width=595, height=842)
     english = (BUNDLED_DATA / "phototest.gold.txt").read_text()

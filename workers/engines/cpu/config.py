@@ -55,11 +55,11 @@ class CpuRecognizerConfig:
     reread_below: float = 0.0
     reread_model: CpuModel = CpuModel.SMALL
     # The re-reader's classifier: "full" (every character the model knows) or "latin"; empty: the
-    # same as rec_head. fast re-reads with the full head: on the dev pages it read every word the
-    # Latin-cut head did, and an unsure line of Chinese or Japanese on a Latin page (a name, a
-    # caption) is then read in its own script, the surer reading kept, line by line. It is also the
-    # model the script check reads a sample with (workers.engines.cpu.script), so a fast worker
-    # holds one small recognition model either way.
+    # same as rec_head. A line still unsure after the re-read (under script.UNSURE_BELOW) is read
+    # once more by the small model's full head where the script check is on (loaded on first need),
+    # so a line of Chinese or Japanese on a Latin page is read in its script. Re-reading every unsure
+    # line with the full head instead read the same words on the dev pages but cost ~4 % more CPU
+    # there (the full classifier), and held ~15 MB more from start-up: fast keeps the Latin head.
     reread_head: str = ""
     # A probe box is kept when its mean text probability reaches this (rapidocr's default 0.5).
     # The tiny detector is less sure of short isolated marks (list numbers "2", "3"): 0.3 keeps
@@ -124,7 +124,6 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
         "det_probe_model": CpuModel.TINY,
         "rec_model": CpuModel.TINY,
         "reread_below": 0.95,
-        "reread_head": "full",
         "det_probe_box_thresh": 0.3,
         "rec_head": "latin",
         "det_probe_side": 960,

@@ -280,10 +280,8 @@ class RapidOcrRecognizer:
             for i, reading in zip(rest, self._read_crops([crops[i] for i in rest], full, width_step=0), strict=True):
                 read[i] = reading
             return read, check.script, check.flags
-        # The sampled lines' full-head readings count as their re-reading when that is the re-reader.
-        read = self._reread_unsure(
-            crops, read, dict(zip(picked, again, strict=True)) if full is self._rereader else None
-        )
+        read = self._reread_unsure(crops, read, dict(zip(picked, again, strict=True)))
+
         if check.script == script_check.SCRIPT_UNSUPPORTED:
             # What was read with confidence (numbers, Latin words) stays; the rest is lookalike
             # symbols from a recogniser that does not know the script, and is not passed off as text.
@@ -317,22 +315,37 @@ class RapidOcrRecognizer:
         return config.reread_below > 0 and config.reread_model != config.rec_model
 
     def _reread_unsure(
-        self, crops: list[np.ndarray], read: list[tuple[str, float]], known: dict[int, tuple[str, float]] | None = None
+        self,
+        crops: list[np.ndarray],
+        read: list[tuple[str, float]],
+        sampled: dict[int, tuple[str, float]] | None = None,
     ) -> list[tuple[str, float]]:
         """``read`` with each line under ``reread_below`` confidence read again by the re-reader,
-        keeping whichever reading is the more confident; ``known``: lines the re-reader has read
-        already (the script check's sample), by index."""
+        keeping whichever reading is the more confident. ``sampled``: the full head's readings of
+        the lines the script check sampled (they count, and are not read again). Where no check
+        ran, lines still unsure after the re-read are read by the full head too (``reread_head``)."""
         if self._rereader is None:
             return read
-        known = known or {}
+        sampled = sampled or {}
         unsure = [i for i, (_text, score) in enumerate(read) if score < self.config.reread_below]
+        known = sampled if self._rereader is self._full_head else {}
         todo = [i for i in unsure if i not in known]
         again = dict(zip(todo, self._read_crops([crops[i] for i in todo], self._rereader, width_step=0), strict=True))
         out = list(read)
-        for i in unsure:
-            text, score = again[i] if i in again else known[i]
+        for i, (text, score) in [*again.items(), *sampled.items()]:
             if score > out[i][1]:
                 out[i] = (text, score)
+        if self.config.script_check and not sampled and self._rereader is not self._full_head:
+            # Lines neither head reads with confidence may be in another script than the page's
+            # (a Chinese name on a Latin page): the full head reads them, the surer reading kept.
+            still = [i for i in unsure if out[i][1] < script_check.UNSURE_BELOW]
+            if still:
+                full = self._full_head_recognizer()
+                for i, (text, score) in zip(
+                    still, self._read_crops([crops[i] for i in still], full, width_step=0), strict=True
+                ):
+                    if score > out[i][1]:
+                        out[i] = (text, score)
         return out
 
     def _read_crops(self, crops: list[np.ndarray], rec=None, width_step: int | None = None) -> list[tuple[str, float]]:
