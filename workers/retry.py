@@ -30,7 +30,7 @@ from celery import Task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from ocrsite.backoff import Backoff
+from ocrsite import backoff
 from workers.engines.base import EngineError
 
 # Failures of the machinery around a stage (broker, database, storage connections), not of the
@@ -54,7 +54,7 @@ class RetryPolicy:
         return self.is_transient(exc) and attempts < self.max_attempts
 
     def backoff_s(self, attempt: int) -> float:
-        return Backoff(self.base_s, self.cap_s)(attempt)
+        return backoff.backoff_s(attempt, self.base_s, self.cap_s)
 
 
 def policy() -> RetryPolicy:

@@ -36,7 +36,7 @@ import httpx2
 import numpy as np
 import openai
 
-from ocrsite.backoff import Backoff
+from ocrsite.backoff import backoff_s
 from ocrsite.vocabulary import ErrorCode
 from workers.content import tables
 from workers.engines import profiles, vlm_output
@@ -116,8 +116,6 @@ class VllmRecognizer:
         # A configured VLLM_MAX_TOKENS above the ceiling would make vLLM refuse every request.
         ceiling = profiles.token_ceiling(config.profile)
         self.max_tokens = min(config.max_tokens or ceiling, ceiling)
-        # Full jitter: spreads a burst of retries so they do not land together.
-        self._backoff = Backoff(config.backoff_s, config.backoff_max_s)
         self.in_flight = 0
         self.peak_in_flight = 0
         self._loop = asyncio.new_event_loop()
@@ -251,7 +249,8 @@ class VllmRecognizer:
         last: tuple[str, str] = (ErrorCode.VLLM_UNAVAILABLE, "no attempt made")
         for attempt in range(cfg.retries + 1):
             if attempt:
-                await asyncio.sleep(self._backoff(attempt))
+                # Full jitter: spreads a burst of retries so they do not land together.
+                await asyncio.sleep(backoff_s(attempt, cfg.backoff_s, cfg.backoff_max_s))
             try:
                 async with self._slots:
                     return await self._attempt(call)
