@@ -7,7 +7,8 @@ By concern, one module each:
 - ``intake``: ``submit`` probes a document sent with the request and makes its job (direct
   uploads to storage are ``apps.jobs.direct_uploads``);
 - ``transitions``: the pipeline's status moves, each a compare-and-set (claims, releases, a page's
-  finish that counts it on the job and, for its last page, sends assembly), and the signals sent
+  finish that counts it on the job and, for its last page, sends assembly), the attempts counted
+  on rows (a page's by its claims, a job-wide stage's by ``claim_attempt``), and the signals sent
   when a page or a job ends;
 - ``actions``: what an operator does to a job (cancel, retry, rerun, purge);
 - ``retention``: the scheduled purge of finished jobs past retention;
@@ -30,6 +31,7 @@ from apps.jobs.services.storage import save_bytes
 from apps.jobs.services.timeline import WORKER, record
 from apps.jobs.services.transitions import (
     PageFinished,
+    claim_attempt,
     claim_pages,
     fail_job,
     finish_job,
@@ -40,6 +42,7 @@ from apps.jobs.services.transitions import (
     page_finished,
     release_pages,
     start_job,
+    within_attempts,
 )
 
 __all__ = [
@@ -54,6 +57,7 @@ __all__ = [
     "Source",
     "Upload",
     "cancel",
+    "claim_attempt",
     "claim_pages",
     "clean_filename",
     "create_job",
@@ -78,4 +82,5 @@ __all__ = [
     "save_bytes",
     "start_job",
     "submit",
+    "within_attempts",
 ]
