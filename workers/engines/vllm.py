@@ -29,7 +29,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import httpx2
@@ -41,6 +41,7 @@ from ocrsite.vocabulary import ErrorCode
 from workers.content import tables
 from workers.engines import profiles, vlm_output
 from workers.engines.base import NOT_READ_TASKS, EngineError, LayoutBox, Recognition, RegionText
+from workers.engines.settings import DeploymentSettings
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,35 @@ class VllmConfig:
     max_tokens: int = 0  # 0 or above the profile's ceiling (profiles.token_ceiling): the ceiling
     cancel_poll_s: float = 0.5
     crop_padding: int = 4
+
+    @classmethod
+    def from_settings(cls, s: DeploymentSettings) -> VllmConfig:
+        """The region recogniser's server (VLLM_*)."""
+        return cls(
+            **s.pick(
+                base_url="VLLM_BASE_URL",
+                profile="VLLM_PROFILE",
+                model="VLLM_MODEL",
+                api_key="VLLM_API_KEY",
+                max_in_flight="VLLM_MAX_IN_FLIGHT",
+                timeout_s="VLLM_TIMEOUT_S",
+                retries="VLLM_RETRIES",
+                backoff_s="VLLM_BACKOFF_S",
+                max_tokens="VLLM_MAX_TOKENS",
+                cancel_poll_s="VLLM_CANCEL_POLL_S",
+            )
+        )
+
+    @classmethod
+    def page_from_settings(cls, s: DeploymentSettings) -> VllmConfig:
+        """The one-stage page model's (VLLM_PAGE_*): the region server's unless set apart."""
+        region = cls.from_settings(s)
+        return replace(
+            region,
+            profile=s.get("VLLM_PAGE_PROFILE", "deepseek-ocr"),
+            model=s.get("VLLM_PAGE_MODEL", ""),
+            base_url=s.get("VLLM_PAGE_BASE_URL", "") or region.base_url,
+        )
 
 
 @dataclass(frozen=True)
