@@ -30,6 +30,7 @@ from workers.engines.cpu.recognizer import RapidOcrRecognizer
 DETECT_SIDE = 640
 DETECT_FALLBACK_SIDE = 960
 DETECT_MIN_PX = 10.0
+DET_BOX_THRESH = 0.5
 _CLS_HEIGHT, _CLS_WIDTH = 48, 192
 
 
@@ -47,7 +48,11 @@ class OrientationReader:
                 det_model=CpuModel.TINY,
                 det_probe_model=CpuModel.TINY,
                 det_probe_side=DETECT_SIDE,
-                det_probe_box_thresh=0.3,
+                # rapidocr's own box threshold, so the one detector serves both sizes (a second
+                # session would hold its memory for nothing), without memory patterns: the check
+                # sees pages of every shape, and patterns keep a plan per shape.
+                det_probe_box_thresh=DET_BOX_THRESH,
+                det_memory_patterns=False,
                 rec_model=CpuModel.TINY,
                 rec_head="full",
                 rec_batch=8,
@@ -59,6 +64,7 @@ class OrientationReader:
         )
         options = ort.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.enable_cpu_mem_arena = False  # as rapidocr's sessions: freed tensors go back
         self._cls = ort.InferenceSession(str(wheel_cls_model()), options, providers=["CPUExecutionProvider"])
 
     def line_boxes(self, image: np.ndarray) -> np.ndarray:
