@@ -111,6 +111,9 @@ def run(argv: list[str]) -> list[dict]:
             {
                 "page": name,
                 "size": f"{image.shape[1]}×{image.shape[0]}",
+                # What every page pays (as submitted, the common case), and the median over the
+                # four turns (a turned page reads its lines both ways round).
+                "as_submitted": checks[0],
                 "check": check,
                 "ocr": page_ocr,
                 "share": check / page_ocr,
@@ -119,6 +122,7 @@ def run(argv: list[str]) -> list[dict]:
         )
 
     mean_c = sum(r["check"] for r in rows) / len(rows)
+    mean_a = sum(r["as_submitted"] for r in rows) / len(rows)
     mean_o = sum(r["ocr"] for r in rows) / len(rows)
     share = mean_c / mean_o
     met = not wrong and not missed and share <= 0.10
@@ -132,11 +136,15 @@ def run(argv: list[str]) -> list[dict]:
     }
     md = common.header("orientation — the reading check on scans turned every way", info, extra)
     md += "\n" + common.table(
-        ["page", "image", "check ms", "page OCR ms", "share", "turns"],
-        [[r["page"], r["size"], r["check"] * 1000, r["ocr"] * 1000, r["share"], r["turns"]] for r in rows],
+        ["page", "image", "check ms as submitted", "check ms, median of 4 turns", "page OCR ms", "share", "turns"],
+        [
+            [r["page"], r["size"], r["as_submitted"] * 1000, r["check"] * 1000, r["ocr"] * 1000, r["share"], r["turns"]]
+            for r in rows
+        ],
     )
     md += (
-        f"\n\nMean: the check {mean_c * 1000:.0f} CPU-ms/page, {share:.1%} of the page's OCR "
+        f"\n\nMean: the check {mean_c * 1000:.0f} CPU-ms/page over the four turns ({mean_a * 1000:.0f} on the "
+        f"pages as submitted), {share:.1%} of the page's OCR "
         f"({mean_o * 1000:.0f} CPU-ms). Goal (no wrong turn, every Latin turn found, ≤ 10 % of the "
         f"page's OCR): {'MET' if met else 'NOT MET'}.\n"
     )
