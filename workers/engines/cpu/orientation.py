@@ -31,6 +31,8 @@ DETECT_SIDE = 640
 DETECT_FALLBACK_SIDE = 960
 DETECT_MIN_PX = 10.0
 DET_BOX_THRESH = 0.5
+# Pages of more pixels than this are scaled down before detection (``_detect``).
+PRESCALE_PIXELS = 16_000_000
 _CLS_HEIGHT, _CLS_WIDTH = 48, 192
 
 
@@ -68,12 +70,29 @@ class OrientationReader:
         self._cls = ort.InferenceSession(str(wheel_cls_model()), options, providers=["CPUExecutionProvider"])
 
     def line_boxes(self, image: np.ndarray) -> np.ndarray:
-        page = as_bgr(image)
-        quads = self._ocr.detection.once(page, DETECT_SIDE)
-        scale = min(1.0, DETECT_SIDE / max(image.shape[:2]))
-        if len(quads) and not probe_is_lines(_short_sides(quads) * scale, DETECT_MIN_PX) and scale < 1:
-            quads = self._ocr.detection.once(page, DETECT_FALLBACK_SIDE)
+        quads = self._detect(image, DETECT_SIDE)
+        probe = min(1.0, DETECT_SIDE / max(image.shape[:2]))
+        if len(quads) and probe < 1 and not probe_is_lines(_short_sides(quads) * probe, DETECT_MIN_PX):
+            quads = self._detect(image, DETECT_FALLBACK_SIDE)
         return quads
+
+    def _detect(self, image: np.ndarray, side: int) -> np.ndarray:
+        """Line quads in ``image``'s pixels, detected with its long side at ``side``. A page past
+        PRESCALE_PIXELS (a poster) is first scaled to the very size rapidocr's pre-processing would
+        give it (long side ``side``, sides rounded to multiples of 32, bilinear), so turning it to
+        BGR does not copy 60 megapixels; a usual page goes whole, as measured (boxes come back
+        rounded at the scale they were found at, a few pixels coarser from a pre-scaled page)."""
+        import cv2
+
+        height, width = image.shape[:2]
+        if height * width <= PRESCALE_PIXELS:
+            return self._ocr.detection.once(as_bgr(image), side)
+        ratio = min(1.0, side / max(height, width))
+        size_h = max(32, round(int(height * ratio) / 32) * 32)
+        size_w = max(32, round(int(width * ratio) / 32) * 32)
+        small = cv2.resize(image, (size_w, size_h))
+        quads = self._ocr.detection.once(as_bgr(small), side)
+        return quads * np.float32([width / size_w, height / size_h])
 
     def upside_down(self, crops: Sequence[np.ndarray]) -> np.ndarray:
         if not crops:
