@@ -19,6 +19,7 @@ from ocrsite.memory import memory_first
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
 from workers.engines.cpu import cpu_budget, resolve_threads
+from workers.engines.cpu.orientation import OrientationReader
 from workers.engines.settings import DeploymentSettings
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,13 @@ def layout_engine(engine: str) -> LayoutEngine:
 
 def recognizer(engine: str) -> Recognizer:
     return registry.recognizer(for_job(engine))
+
+
+@lru_cache(maxsize=1)
+def orientation_reader() -> OrientationReader:
+    """What ingest reads scanned pages with to find which way is up: built once per process, in
+    the worker before ingest forks its PDF reader (which then uses the same models)."""
+    return OrientationReader(model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR))
 
 
 def text_layer() -> textlayer.TextLayerConfig:
