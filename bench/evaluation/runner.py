@@ -1,0 +1,279 @@
+"""``python -m bench.evaluation``: every corpus page through the embedded pipeline, scored, with
+Tesseract beside it; a dated report and the run's JSON; the gates for CI.
+
+One process for the whole run: the pipeline ``manage.py ocr`` runs (``apps.jobs.embedded``:
+ingest → orientation → layout → recognition → assembly, Celery eager) against a throw-away SQLite
+database and media folder, so the engines are built by the first page and reused. Each page is
+its own job, submitted as ``manage.py ocr`` would submit the file; what is scored is the job's
+JSON result: its regions' text, the page's ``rotation``, ``flags`` and ``confidence`` (when the
+JSON has one; the mean of its regions' confidences is reported beside it).
+
+    python -m bench.evaluation                 # the whole corpus (make eval)
+    python -m bench.evaluation --ci --gate     # the CI slice, gates on (make eval-ci)
+    python -m bench.evaluation --only 'receipt' --no-tesseract
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.evaluation import corpus, gates, scoring
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+RESULTS = ROOT / "bench" / "results"
+BASELINE = corpus.CORPUS / "baseline-ci.json"
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True)
+        return out.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    except OSError:
+        return "?"
+
+
+def _setup_django(workdir: Path):
+    """The embedded pipeline on a throw-away database and media folder (never the developer's)."""
+    os.environ["DATABASE_URL"] = f"sqlite:///{workdir / 'eval.sqlite3'}"
+    os.environ["OCR_MEDIA_ROOT"] = str(workdir / "media")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ocrsite.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from apps.jobs import embedded
+
+    embedded.start()
+    return settings
+
+
+def _region_confidence(page_json: dict) -> float | None:
+    """Mean of the regions' recognition confidences, weighted by their text's length."""
+    total = weight = 0.0
+    for region in page_json.get("regions", []):
+        conf, text = region.get("confidence"), region.get("text") or ""
+        if conf is not None and text.strip():
+            total += float(conf) * len(text)
+            weight += len(text)
+    return round(total / weight, 4) if weight else None
+
+
+def _read_result(job) -> dict:
+    from django.core.files.storage import default_storage
+
+    with default_storage.open(job.result_json.name, "rb") as fh:
+        return json.loads(fh.read().decode())
+
+
+def _clear_media(media: Path) -> None:
+    # One job at a time: its upload, page images and results are read; keep the disk small.
+    if media.exists():
+        shutil.rmtree(media, ignore_errors=True)
+
+
+def run_page(page: corpus.Page, settings, tess, media: Path) -> dict:
+    from apps.jobs import embedded
+    from apps.jobs.documents import InputError
+    from bench.accuracy import json_text
+
+    doc = page.doc
+    derived = corpus.derive(page, ocr_dpi=settings.OCR_DPI, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
+    truth = doc.truth_text(page.number)
+    record = {
+        "id": page.id,
+        "doc": doc.id,
+        "page": page.number,
+        "variant": page.variant.spec,
+        "source": doc.source.name,
+        "kind": doc.kind,
+        "script": doc.script,
+        "cls": page.cls,
+        "dpi": derived.dpi,
+        "meta": derived.meta,
+        "turn": page.variant.turn,
+        "faint": page.variant.faint,
+        "pixels": f"{derived.image.shape[1]}x{derived.image.shape[0]}",
+        "size": derived.size_class,
+        "expected_rotation": page.expected_rotation,
+        "has_truth": truth is not None,
+    }
+    c0, w0 = _cpu(), time.perf_counter()
+    text = ""
+    try:
+        pages_opt = str(page.number) if page.variant.resolution == "orig" and doc.is_pdf else ""
+        job = embedded.submit(
+            io.BytesIO(derived.data), derived.filename, len(derived.data), force_ocr=True, pages=pages_opt
+        )
+        record["status"] = str(job.status)
+        record["error"] = f"{job.error_code} {job.error_message}".strip() if job.error_code else ""
+        if job.status == "done":
+            result = _read_result(job)
+            page_json = result["pages"][0]
+            text = json_text({"pages": [page_json]})
+            record["rotation"] = page_json.get("rotation", 0)
+            record["flags"] = list(page_json.get("flags") or [])
+            record["confidence"] = page_json.get("confidence")
+            record["region_confidence"] = _region_confidence(page_json)
+    except InputError as exc:
+        record["status"] = "refused"
+        record["error"] = f"{exc.code} {exc.message}"
+    record["cpu"] = round(_cpu() - c0, 3)
+    record["wall"] = round(time.perf_counter() - w0, 3)
+    record.setdefault("rotation", None)
+    record.setdefault("flags", [])
+    _clear_media(media)
+    if truth is not None:
+        record.update(scoring.score(text, truth, doc.script))
+    else:
+        record.update({"measure": scoring.primary_measure(doc.script), "f1": None})
+    record["text_chars"] = len(text)
+
+    record["tesseract"] = None
+    if tess is not None and tess.has(doc.lang):
+        c0 = _cpu()
+        ttext = tess.read(derived.image, doc.lang, derived.dpi if derived.meta else None)
+        t = {"cpu": round(_cpu() - c0, 3), "lang": doc.lang}
+        if truth is not None:
+            t.update(scoring.score(ttext, truth, doc.script))
+        record["tesseract"] = t
+    return record
+
+
+def _summary_line(r: dict) -> str:
+    f1 = "  -  " if r["f1"] is None else f"{r['f1']:.3f}"
+    t = r.get("tesseract") or {}
+    tf1 = f"{t['f1']:.3f}" if t.get("f1") is not None else "  -  "
+    flags = ",".join(r["flags"]) or "-"
+    rot = "?" if r["rotation"] is None else r["rotation"]
+    return (
+        f"{r['id']:<52} {r['status']:<7} F1 {f1} tess {tf1} rot {rot}/{r['expected_rotation']} "
+        f"flags {flags} cpu {r['cpu']:.1f}s"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.evaluation", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ci", action="store_true", help="the CI slice (each document's `ci` variants)")
+    parser.add_argument("--only", default="", help="regular expression on page ids")
+    parser.add_argument("--no-tesseract", action="store_true", help="leave Tesseract out")
+    parser.add_argument("--gate", action="store_true", help="exit 1 when a gate fails")
+    parser.add_argument("--baseline", type=Path, default=BASELINE, help="per-class F1 baseline for gate 3")
+    parser.add_argument("--tolerance", type=float, default=None, help="gate 3's tolerance (default: the baseline's)")
+    parser.add_argument("--record-baseline", action="store_true", help="write this run's per-class F1 as the baseline")
+    parser.add_argument("--no-report", action="store_true", help="print only; write no report or run JSON")
+    parser.add_argument("--list", action="store_true", help="list the pages and exit")
+    args = parser.parse_args(argv)
+
+    docs = corpus.load()
+    todo = list(corpus.pages(docs, ci=args.ci, only=args.only))
+    if args.list:
+        for page in todo:
+            print(page.id, page.cls, f"expect {page.expected_rotation}")
+        print(f"{len(todo)} pages from {len({p.doc.id for p in todo})} documents", file=sys.stderr)
+        return 0
+
+    from bench import common
+
+    started = dt.datetime.now(dt.UTC)
+    workdir = Path(tempfile.mkdtemp(prefix="ocr-eval-"))
+    records: list[dict] = []
+    try:
+        settings = _setup_django(workdir)
+        tess = None
+        if not args.no_tesseract:
+            from bench.evaluation.tesseract import Tesseract
+
+            try:
+                tess = Tesseract()
+            except Exception as exc:  # the report says Tesseract did not run, and why
+                print(f"eval: Tesseract unavailable ({exc}); its column stays empty", file=sys.stderr)
+        cpu0 = _cpu()
+        for i, page in enumerate(todo, 1):
+            record = run_page(page, settings, tess, workdir / "media")
+            records.append(record)
+            print(f"[{i}/{len(todo)}] {_summary_line(record)}", file=sys.stderr, flush=True)
+        total_cpu = _cpu() - cpu0
+        meta = {
+            "slice": "ci" if args.ci else "full",
+            "only": args.only,
+            "started": started.strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "commit": _commit(),
+            "machine": common.machine(),
+            "load_average": common.loadavg(),
+            "cpu_seconds": round(total_cpu, 1),
+            "ours_cpu_seconds": round(sum(r["cpu"] for r in records), 1),
+            "tesseract_cpu_seconds": round(sum((r["tesseract"] or {}).get("cpu", 0) for r in records), 1),
+            "tesseract": tess.version if tess else None,
+            "tesseract_languages": sorted(tess.installed) if tess else [],
+            "engine": f"{settings.OCR_ENGINE} (OCR_CPU_PROFILE={settings.OCR_CPU_PROFILE}, OCR_DPI={settings.OCR_DPI})",
+            "pages": len(records),
+            "documents": len({r["doc"] for r in records}),
+            "sources": {d.source.name: vars(d.source) for d in docs},
+        }
+        if tess:
+            tess.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    baseline = None
+    tolerance = args.tolerance
+    if args.baseline.exists() and not args.record_baseline:
+        data = json.loads(args.baseline.read_text())
+        baseline = data["classes"]
+        tolerance = tolerance if tolerance is not None else data.get("tolerance", gates.DEFAULT_TOLERANCE)
+    verdict = gates.check(records, baseline, tolerance if tolerance is not None else gates.DEFAULT_TOLERANCE)
+    meta["baseline"] = str(args.baseline.relative_to(ROOT)) if baseline is not None else None
+    meta["tolerance"] = tolerance
+
+    if not args.no_report:
+        from bench.evaluation import report
+
+        paths = report.write(records, meta, verdict, RESULTS)
+        for path in paths:
+            print(f"eval: wrote {path.relative_to(ROOT)}", file=sys.stderr)
+    if args.record_baseline:
+        args.baseline.write_text(
+            json.dumps(
+                {
+                    "recorded": meta["finished"],
+                    "commit": meta["commit"],
+                    "slice": meta["slice"],
+                    "tolerance": args.tolerance if args.tolerance is not None else gates.DEFAULT_TOLERANCE,
+                    "classes": gates.class_f1(records),
+                },
+                indent=1,
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
+        print(f"eval: baseline written to {args.baseline.relative_to(ROOT)}", file=sys.stderr)
+
+    print(
+        f"eval: {len(records)} pages, {meta['cpu_seconds']} CPU-s "
+        f"(ours {meta['ours_cpu_seconds']}, Tesseract {meta['tesseract_cpu_seconds']})",
+        file=sys.stderr,
+    )
+    for line in verdict.lines():
+        print(f"eval: FAIL {line}", file=sys.stderr)
+    if verdict.passed:
+        print("eval: gates passed", file=sys.stderr)
+    return 1 if args.gate and not verdict.passed else 0
