@@ -236,9 +236,10 @@ def write(records: list[dict], meta: dict, verdict: gates.GateResult, results: P
     name = "eval" if meta["slice"] == "full" else "eval-ci"
     if meta["only"]:
         name += "-partial"
-    runs = results / "runs" / date
+    # A partial run (--only) is scratch: its JSON stays beside its report, outside the kept runs.
+    runs = results if meta["only"] else results / "runs" / date
     runs.mkdir(parents=True, exist_ok=True)
-    run_json = runs / f"{name}.json"
+    run_json = runs / (f"{name}-{date}.json" if meta["only"] else f"{name}.json")
     run_json.write_text(
         json.dumps({"meta": meta, "gates": verdict.lines(), "pages": records}, indent=1, ensure_ascii=False) + "\n"
     )
