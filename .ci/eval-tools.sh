@@ -4,7 +4,7 @@
 # Debian/Ubuntu as root they are installed through apt when missing; elsewhere this says what to install.
 set -euo pipefail
 
-langs=(eng osd heb hin ara chi-sim chi-tra jpn kor rus ukr bul fra deu ita spa por nld eus pol ces tur vie)
+langs=(eng osd heb hin mar ara chi-sim chi-tra jpn jpn-vert kor rus ukr bul fra deu ita spa por nld eus pol ces tur vie)
 missing=()
 command -v tesseract >/dev/null || missing+=(tesseract-ocr)
 for lang in "${langs[@]}"; do

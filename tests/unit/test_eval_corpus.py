@@ -31,15 +31,31 @@ def test_every_document_has_provenance(docs):
             assert len(doc.source.commit) == 40, doc.id
 
 
+def _truth_files(doc) -> set:
+    kind, _, arg = doc.truth.partition(":")
+    if kind in ("file", "sroie"):
+        return {corpus.FILES / arg}
+    if kind == "pages":
+        return {corpus.FILES / arg.format(page=n) for n in doc.page_numbers}
+    return set()
+
+
 def test_truth_files_exist(docs):
     for doc in docs:
-        if doc.truth.startswith(("file:", "sroie:")):
-            assert (corpus.FILES / doc.truth.split(":", 1)[1]).is_file(), doc.id
+        for path in _truth_files(doc):
+            assert path.is_file(), doc.id
+        for n in doc.page_numbers:
+            if doc.truth:
+                assert doc.truth_text(n).strip(), f"{doc.id} p{n}: empty truth"
 
 
 def test_size_and_spread(docs):
+    # Issue 30: at least 300 pages from at least 8 sources, in at least 6 scripts.
     pages = list(corpus.pages(docs))
     assert len(pages) >= 300
+    assert len({p.doc.source.name for p in pages if p.doc.source.repo}) >= 8
+    scored_scripts = {p.doc.script.split("-")[0] for p in pages if p.doc.truth}
+    assert {"latin", "chinese", "japanese", "korean", "cyrillic", "arabic", "hebrew", "devanagari"} <= scored_scripts
     assert {p.variant.turn for p in pages} == {0, 90, 180, 270}
     assert any(not p.variant.meta for p in pages)
     ci = list(corpus.pages(docs, ci=True))
@@ -67,6 +83,6 @@ def test_derived_page_is_turned_and_tagged(docs):
 def test_no_file_without_a_document(docs):
     # The corpus is committed: a file no document reads is weight the repository carries for nothing.
     used = {doc.file for doc in docs}
-    used |= {corpus.FILES / doc.truth.split(":", 1)[1] for doc in docs if doc.truth.startswith(("file:", "sroie:"))}
+    used |= {path for doc in docs for path in _truth_files(doc)}
     on_disk = {p for p in corpus.FILES.rglob("*") if p.is_file()}
     assert sorted(str(p.relative_to(corpus.FILES)) for p in on_disk - used) == []
