@@ -122,7 +122,8 @@ def render(records: list[dict], meta: dict, verdict: gates.GateResult) -> str:
         f"- Tesseract: {meta['tesseract'] or 'not run'} through tesserocr, PSM AUTO_OSD, the same pixels; "
         f"languages here: {', '.join(meta['tesseract_languages']) or '–'}",
         f"- pages: {meta['pages']} from {meta['documents']} documents; CPU: {meta['cpu_seconds']} s in all "
-        f"(ours {meta['ours_cpu_seconds']} s, Tesseract {meta['tesseract_cpu_seconds']} s)",
+        f"(ours {meta['ours_cpu_seconds']} s, Tesseract {meta['tesseract_cpu_seconds']} s), "
+        f"{meta.get('jobs', 1)} process(es), each building its engines once",
         "- scores: primary F1 per page (character F1 for Chinese and Japanese, word F1 otherwise; "
         "bench/evaluation/scoring.py); classes are `kind/script`",
         "",

@@ -169,36 +169,14 @@ def _summary_line(r: dict) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.evaluation", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ci", action="store_true", help="the CI slice (each document's `ci` variants)")
-    parser.add_argument("--only", default="", help="regular expression on page ids")
-    parser.add_argument("--no-tesseract", action="store_true", help="leave Tesseract out")
-    parser.add_argument("--gate", action="store_true", help="exit 1 when a gate fails")
-    parser.add_argument("--baseline", type=Path, default=BASELINE, help="per-class F1 baseline for gate 3")
-    parser.add_argument("--tolerance", type=float, default=None, help="gate 3's tolerance (default: the baseline's)")
-    parser.add_argument("--record-baseline", action="store_true", help="write this run's per-class F1 as the baseline")
-    parser.add_argument("--no-report", action="store_true", help="print only; write no report or run JSON")
-    parser.add_argument("--list", action="store_true", help="list the pages and exit")
-    args = parser.parse_args(argv)
-
-    docs = corpus.load()
-    todo = list(corpus.pages(docs, ci=args.ci, only=args.only))
-    if args.list:
-        for page in todo:
-            print(page.id, page.cls, f"expect {page.expected_rotation}")
-        print(f"{len(todo)} pages from {len({p.doc.id for p in todo})} documents", file=sys.stderr)
-        return 0
-
-    from bench import common
-
-    started = dt.datetime.now(dt.UTC)
+def _run_here(todo: list[corpus.Page], *, tesseract: bool, label: str = "") -> dict:
+    """Every page of ``todo`` through the embedded pipeline in this process (engines built once)."""
     workdir = Path(tempfile.mkdtemp(prefix="ocr-eval-"))
     records: list[dict] = []
     try:
         settings = _setup_django(workdir)
         tess = None
-        if not args.no_tesseract:
+        if tesseract:
             from bench.evaluation.tesseract import Tesseract
 
             try:
@@ -209,30 +187,116 @@ def main(argv: list[str] | None = None) -> int:
         for i, page in enumerate(todo, 1):
             record = run_page(page, settings, tess, workdir / "media")
             records.append(record)
-            print(f"[{i}/{len(todo)}] {_summary_line(record)}", file=sys.stderr, flush=True)
-        total_cpu = _cpu() - cpu0
-        meta = {
-            "slice": "ci" if args.ci else "full",
-            "only": args.only,
-            "started": started.strftime("%Y-%m-%d %H:%M:%S UTC"),
-            "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-            "commit": _commit(),
-            "machine": common.machine(),
-            "load_average": common.loadavg(),
-            "cpu_seconds": round(total_cpu, 1),
-            "ours_cpu_seconds": round(sum(r["cpu"] for r in records), 1),
-            "tesseract_cpu_seconds": round(sum((r["tesseract"] or {}).get("cpu", 0) for r in records), 1),
+            print(f"{label}[{i}/{len(todo)}] {_summary_line(record)}", file=sys.stderr, flush=True)
+        out = {
+            "records": records,
+            "cpu_seconds": _cpu() - cpu0,
             "tesseract": tess.version if tess else None,
             "tesseract_languages": sorted(tess.installed) if tess else [],
             "engine": f"{settings.OCR_ENGINE} (OCR_CPU_PROFILE={settings.OCR_CPU_PROFILE}, OCR_DPI={settings.OCR_DPI})",
-            "pages": len(records),
-            "documents": len({r["doc"] for r in records}),
-            "sources": {d.source.name: vars(d.source) for d in docs},
         }
         if tess:
             tess.close()
+        return out
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_shards(argv: list[str], jobs: int) -> dict:
+    """``jobs`` processes, each running every ``jobs``-th page with its own engines and database;
+    their records merged back in corpus order. Each process still builds its engines once."""
+    tmp = Path(tempfile.mkdtemp(prefix="ocr-eval-shards-"))
+    try:
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.evaluation",
+                    *argv,
+                    "--shard",
+                    f"{k}/{jobs}",
+                    "--shard-out",
+                    str(tmp / f"{k}.json"),
+                ]
+            )
+            for k in range(jobs)
+        ]
+        codes = [proc.wait() for proc in procs]
+        if any(codes):
+            raise RuntimeError(f"eval: a shard failed (exit codes {codes})")
+        parts = [json.loads((tmp / f"{k}.json").read_text()) for k in range(jobs)]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    records = [r for part in parts for r in part["records"]]
+    order = {pid: i for i, pid in enumerate(parts[0]["order"])}
+    records.sort(key=lambda r: order[r["id"]])
+    merged = dict(parts[0])
+    merged["records"] = records
+    merged["cpu_seconds"] = sum(part["cpu_seconds"] for part in parts)
+    return merged
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m bench.evaluation", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ci", action="store_true", help="the CI slice (each document's `ci` variants)")
+    parser.add_argument("--only", default="", help="regular expression on page ids")
+    parser.add_argument("--no-tesseract", action="store_true", help="leave Tesseract out")
+    parser.add_argument("--gate", action="store_true", help="exit 1 when a gate fails")
+    parser.add_argument("--baseline", type=Path, default=BASELINE, help="per-class F1 baseline for gate 3")
+    parser.add_argument("--tolerance", type=float, default=None, help="gate 3's tolerance (default: the baseline's)")
+    parser.add_argument("--record-baseline", action="store_true", help="write this run's per-class F1 as the baseline")
+    parser.add_argument("--no-report", action="store_true", help="print only; write no report or run JSON")
+    parser.add_argument("--list", action="store_true", help="list the pages and exit")
+    parser.add_argument("--jobs", type=int, default=1, help="processes (each builds its engines once; default 1)")
+    parser.add_argument("--shard", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--shard-out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    docs = corpus.load()
+    todo = list(corpus.pages(docs, ci=args.ci, only=args.only))
+    if args.list:
+        for page in todo:
+            print(page.id, page.cls, f"expect {page.expected_rotation}")
+        print(f"{len(todo)} pages from {len({p.doc.id for p in todo})} documents", file=sys.stderr)
+        return 0
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        out = _run_here(todo[k::n], tesseract=not args.no_tesseract, label=f"shard {k}/{n} ")
+        out["order"] = [p.id for p in todo]
+        args.shard_out.write_text(json.dumps(out, ensure_ascii=False))
+        return 0
+
+    from bench import common
+
+    started = dt.datetime.now(dt.UTC)
+    if args.jobs > 1:
+        child_argv = [a for a in _strip_value(argv, "--jobs") if not a.startswith("--jobs=")]
+        child_argv = [a for a in child_argv if a not in ("--gate", "--record-baseline", "--no-report")]
+        run = _run_shards(child_argv, args.jobs)
+    else:
+        run = _run_here(todo, tesseract=not args.no_tesseract)
+    records = run["records"]
+    meta = {
+        "slice": "ci" if args.ci else "full",
+        "only": args.only,
+        "started": started.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "commit": _commit(),
+        "machine": common.machine(),
+        "load_average": common.loadavg(),
+        "jobs": args.jobs,
+        "cpu_seconds": round(run["cpu_seconds"], 1),
+        "ours_cpu_seconds": round(sum(r["cpu"] for r in records), 1),
+        "tesseract_cpu_seconds": round(sum((r["tesseract"] or {}).get("cpu", 0) for r in records), 1),
+        "tesseract": run["tesseract"],
+        "tesseract_languages": run["tesseract_languages"],
+        "engine": run["engine"],
+        "pages": len(records),
+        "documents": len({r["doc"] for r in records}),
+        "sources": {d.source.name: vars(d.source) for d in docs},
+    }
 
     baseline = None
     tolerance = args.tolerance
@@ -277,3 +341,16 @@ def main(argv: list[str] | None = None) -> int:
     if verdict.passed:
         print("eval: gates passed", file=sys.stderr)
     return 1 if args.gate and not verdict.passed else 0
+
+
+def _strip_value(argv: list[str], flag: str) -> list[str]:
+    """``argv`` without ``flag`` and its value (``--jobs 3``; ``--jobs=3`` is dropped by the caller)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == flag:
+            skip = True
+        else:
+            out.append(a)
+    return out
