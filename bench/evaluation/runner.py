@@ -244,16 +244,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="regular expression on page ids")
     parser.add_argument("--no-tesseract", action="store_true", help="leave Tesseract out")
     parser.add_argument("--gate", action="store_true", help="exit 1 when a gate fails")
-    parser.add_argument("--baseline", type=Path, default=BASELINE, help="per-class F1 baseline for gate 3")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="gate 3's per-class F1: a baseline JSON or a run JSON (default: bench/corpus/baseline-ci.json "
+        "for the CI slice, the newest recorded full run for the whole corpus)",
+    )
     parser.add_argument("--tolerance", type=float, default=None, help="gate 3's tolerance (default: the baseline's)")
     parser.add_argument("--record-baseline", action="store_true", help="write this run's per-class F1 as the baseline")
     parser.add_argument("--no-report", action="store_true", help="print only; write no report or run JSON")
     parser.add_argument("--list", action="store_true", help="list the pages and exit")
     parser.add_argument("--jobs", type=int, default=1, help="processes (each builds its engines once; default 1)")
+    parser.add_argument("--report-from", type=Path, help="rewrite a recorded run's report (and gates) without running")
     parser.add_argument("--shard", default="", help=argparse.SUPPRESS)
     parser.add_argument("--shard-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
+    if args.report_from:
+        return _rewrite_report(args)
     docs = corpus.load()
     todo = list(corpus.pages(docs, ci=args.ci, only=args.only))
     if args.list:
@@ -298,14 +307,14 @@ def main(argv: list[str] | None = None) -> int:
         "sources": {d.source.name: vars(d.source) for d in docs},
     }
 
-    baseline = None
-    tolerance = args.tolerance
-    if args.baseline.exists() and not args.record_baseline:
-        data = json.loads(args.baseline.read_text())
-        baseline = data["classes"]
-        tolerance = tolerance if tolerance is not None else data.get("tolerance", gates.DEFAULT_TOLERANCE)
-    verdict = gates.check(records, baseline, tolerance if tolerance is not None else gates.DEFAULT_TOLERANCE)
-    meta["baseline"] = str(args.baseline.relative_to(ROOT)) if baseline is not None else None
+    baseline_path = None if args.only or args.record_baseline else (args.baseline or _default_baseline(args.ci))
+    baseline, tolerance = None, args.tolerance
+    if baseline_path is not None:
+        baseline, recorded_tolerance = load_baseline(baseline_path)
+        tolerance = tolerance if tolerance is not None else recorded_tolerance
+    tolerance = tolerance if tolerance is not None else gates.DEFAULT_TOLERANCE
+    verdict = gates.check(records, baseline, tolerance)
+    meta["baseline"] = _show(baseline_path) if baseline is not None else None
     meta["tolerance"] = tolerance
 
     if not args.no_report:
@@ -315,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         for path in paths:
             print(f"eval: wrote {path.relative_to(ROOT)}", file=sys.stderr)
     if args.record_baseline:
-        args.baseline.write_text(
+        target = args.baseline or BASELINE
+        target.write_text(
             json.dumps(
                 {
                     "recorded": meta["finished"],
@@ -329,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             + "\n"
         )
-        print(f"eval: baseline written to {args.baseline.relative_to(ROOT)}", file=sys.stderr)
+        print(f"eval: baseline written to {_show(target)}", file=sys.stderr)
 
     print(
         f"eval: {len(records)} pages, {meta['cpu_seconds']} CPU-s "
@@ -354,3 +364,51 @@ def _strip_value(argv: list[str], flag: str) -> list[str]:
         else:
             out.append(a)
     return out
+
+
+def _show(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _default_baseline(ci: bool) -> Path | None:
+    """The CI slice: the committed baseline. The whole corpus: the newest recorded full run (a
+    partial run has no comparable classes and checks no baseline)."""
+    if ci:
+        return BASELINE if BASELINE.exists() else None
+    runs = sorted(RESULTS.glob("runs/*/eval.json"))
+    return runs[-1] if runs else None
+
+
+def load_baseline(path: Path) -> tuple[dict, float | None]:
+    """Per-class F1 from a baseline JSON (``classes``) or from a run JSON (its ``pages``)."""
+    data = json.loads(path.read_text())
+    if "classes" in data:
+        return data["classes"], data.get("tolerance")
+    return gates.class_f1(data["pages"]), (data.get("meta") or {}).get("tolerance")
+
+
+def _rewrite_report(args) -> int:
+    """The report and gates of a recorded run, rebuilt from its JSON (after a change to the report,
+    or to check it against another baseline); the run's pages are not run again."""
+    from bench.evaluation import report
+
+    data = json.loads(args.report_from.read_text())
+    records, meta = data["pages"], data["meta"]
+    ci = meta["slice"] == "ci"
+    baseline_path = None if meta["only"] else (args.baseline or _default_baseline(ci))
+    if baseline_path is not None and baseline_path.resolve() == args.report_from.resolve():
+        # A run is not its own baseline: the one recorded before it is.
+        older = [p for p in sorted(RESULTS.glob("runs/*/eval.json")) if p.resolve() != args.report_from.resolve()]
+        baseline_path = older[-1] if older and not ci else None
+    baseline, tolerance = (None, None) if baseline_path is None else load_baseline(baseline_path)
+    tolerance = args.tolerance if args.tolerance is not None else tolerance
+    tolerance = tolerance if tolerance is not None else gates.DEFAULT_TOLERANCE
+    verdict = gates.check(records, baseline, tolerance)
+    meta["baseline"] = _show(baseline_path) if baseline is not None else None
+    meta["tolerance"] = tolerance
+    for path in report.write(records, meta, verdict, RESULTS):
+        print(f"eval: wrote {_show(path)}", file=sys.stderr)
+    for line in verdict.lines():
+        print(f"eval: FAIL {line}", file=sys.stderr)
+    return 1 if args.gate and not verdict.passed else 0

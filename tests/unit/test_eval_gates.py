@@ -3,6 +3,8 @@ fails on the page or class that breaks it, and only then."""
 
 from __future__ import annotations
 
+import json
+
 from bench.evaluation import gates
 
 
@@ -82,3 +84,14 @@ def test_class_missing_from_run_fails_gate_3_and_new_class_passes():
 def test_class_f1_counts_only_done_pages_with_truth():
     pages = [page(f1=1.0), page(f1=0.5), page(f1=None), page(status="failed", f1=0.0)]
     assert gates.class_f1(pages) == {"scan/latin": {"f1": 0.75, "pages": 2}}
+
+
+def test_baseline_reads_a_baseline_file_or_a_recorded_run(tmp_path):
+    from bench.evaluation.runner import load_baseline
+
+    recorded = tmp_path / "baseline.json"
+    recorded.write_text(json.dumps({"tolerance": 0.02, "classes": {"scan/latin": {"f1": 0.9, "pages": 3}}}))
+    assert load_baseline(recorded) == ({"scan/latin": {"f1": 0.9, "pages": 3}}, 0.02)
+    run = tmp_path / "eval.json"
+    run.write_text(json.dumps({"meta": {}, "pages": [page(f1=1.0), page(f1=0.8), page(cls="x/y", f1=None)]}))
+    assert load_baseline(run) == ({"scan/latin": {"f1": 0.9, "pages": 2}}, None)
