@@ -135,6 +135,9 @@ def run_page(page: corpus.Page, settings, tess, media: Path) -> dict:
     except InputError as exc:
         record["status"] = "refused"
         record["error"] = f"{exc.code} {exc.message}"
+    except Exception as exc:  # an engine that raises on one page is that page's result, not the run's end
+        record["status"] = "crashed"
+        record["error"] = f"{type(exc).__name__}: {exc}"[:300]
     record["cpu"] = round(_cpu() - c0, 3)
     record["wall"] = round(time.perf_counter() - w0, 3)
     record.setdefault("rotation", None)
