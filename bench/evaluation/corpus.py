@@ -39,9 +39,15 @@ MANIFEST = CORPUS / "manifest.toml"
 FILES = CORPUS / "files"
 
 _SPEC = re.compile(r"^(?P<res>orig|native|\d+)(?P<nometa>-nometa)?(?:-r(?P<turn>90|180|270))?(?P<faint>-faint)?$")
-# Pages past these sizes (pixels) are the corpus's "huge" and "tiny" classes.
-HUGE_PIXELS = 40_000_000
+# Pages past these sizes (pixels) are the corpus's "huge" and "tiny" classes: huge is more than
+# an A4 page at 550 dpi (a flatbed's whole bed, a poster), tiny less than a business card at 150.
+HUGE_PIXELS = 25_000_000
 TINY_PIXELS = 300_000
+
+
+def size_class(width: int, height: int) -> str:
+    pixels = width * height
+    return "huge" if pixels >= HUGE_PIXELS else "tiny" if pixels <= TINY_PIXELS else "normal"
 
 
 @dataclass(frozen=True)
@@ -206,8 +212,7 @@ class Derived:
 
     @property
     def size_class(self) -> str:
-        pixels = self.image.shape[0] * self.image.shape[1]
-        return "huge" if pixels >= HUGE_PIXELS else "tiny" if pixels <= TINY_PIXELS else "normal"
+        return size_class(self.image.shape[1], self.image.shape[0])
 
 
 def _image_dpi(img: Image.Image) -> int:

@@ -398,6 +398,8 @@ def _rewrite_report(args) -> int:
 
     data = json.loads(args.report_from.read_text())
     records, meta = data["pages"], data["meta"]
+    for r in records:  # the size classes as defined now
+        r["size"] = corpus.size_class(*(int(v) for v in r["pixels"].split("x")))
     ci = meta["slice"] == "ci"
     baseline_path = None if meta["only"] else (args.baseline or _default_baseline(ci))
     if baseline_path is not None and baseline_path.resolve() == args.report_from.resolve():
