@@ -250,6 +250,8 @@ VLLM_RETRIES = env_int("VLLM_RETRIES", 4)
 VLLM_BACKOFF_S = env_float("VLLM_BACKOFF_S", 0.5)
 VLLM_MAX_TOKENS = env_int("VLLM_MAX_TOKENS", 0)  # 0: the profile's ceiling
 VLLM_CANCEL_POLL_S = env_float("VLLM_CANCEL_POLL_S", 0.5)
+VLLM_OVERLOAD_DEADLINE_S = env_float("VLLM_OVERLOAD_DEADLINE_S", 900.0)
+VLLM_GLOBAL_MAX_IN_FLIGHT = env_int("VLLM_GLOBAL_MAX_IN_FLIGHT", 0)
 OCR_VLLM_LABELS = env_list("OCR_VLLM_LABELS", [])  # only these labels to the VLM; the rest CPU
 
 # --- Pipeline timing -------------------------------------------------------------------------

@@ -127,6 +127,12 @@ class ErrorCode(StrEnum):
     VLLM_BAD_REQUEST = "vllm:bad-request"
     VLLM_BAD_RESPONSE = "vllm:bad-response"
     VLLM_ENCODE = "vllm:encode"
+    # 429 / 503 / connection refused (or no free slot of the shared in-flight cap) for longer than
+    # VLLM_OVERLOAD_DEADLINE_S: the server is too busy or gone; none of the page's attempts spent.
+    VLLM_OVERLOADED = "vllm:overloaded"
+    # The worker is shutting down (SIGTERM, a scale-in or a rollout): the page was handed back to
+    # its queue with its attempt refunded. A timeline entry, never a page's final code.
+    WORKER_DRAINING = "worker:draining"
     # The request itself (apps.api).
     REQUEST_ERROR = "request:error"
     REQUEST_INVALID = "request:invalid"

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from ocrsite.memory import memory_first
 from ocrsite.vocabulary import CpuModel, CpuRuntime
+from workers import drain
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
 from workers.engines.cpu import CpuLayoutConfig, cpu_budget, profile_config, resolve_threads
@@ -90,6 +91,10 @@ def deployment() -> registry.EngineSettings:
             backoff_s=settings.VLLM_BACKOFF_S,
             max_tokens=settings.VLLM_MAX_TOKENS,
             cancel_poll_s=settings.VLLM_CANCEL_POLL_S,
+            overload_deadline_s=settings.VLLM_OVERLOAD_DEADLINE_S,
+            global_max_in_flight=settings.VLLM_GLOBAL_MAX_IN_FLIGHT,
+            slots_url=settings.CELERY_BROKER_URL,
+            stopping=drain.requested,
         ),
         vllm_page_profile=settings.VLLM_PAGE_PROFILE,
         vllm_page_base_url=settings.VLLM_PAGE_BASE_URL,
