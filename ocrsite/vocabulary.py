@@ -157,6 +157,9 @@ class ErrorCode(StrEnum):
     BUSY_UNAVAILABLE = "busy:unavailable"  # Redis (broker, limits' counters) unreachable
     BUSY_DATABASE = "busy:database"  # PostgreSQL unreachable (down, restarting, out of connections)
     # Webhook deliveries (the delivery log's error column).
+    # callback_url on a scheme or port the deployment's egress cannot reach (OCR_WEBHOOK_SCHEMES,
+    # OCR_WEBHOOK_PORTS): refused at the door, 400.
+    WEBHOOK_UNDELIVERABLE = "webhook:undeliverable"
     WEBHOOK_ADDRESS_REFUSED = "webhook:address-refused"  # loopback/private/link-local/metadata, not allow-listed
     WEBHOOK_DNS = "webhook:dns"
     WEBHOOK_CONNECT = "webhook:connect"
