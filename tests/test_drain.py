@@ -3,8 +3,8 @@ back in seconds instead of sitting on them until the sweep.
 
 A real ``celery worker`` on ``ocr`` with the thread pool (as the cluster's ocr tier runs) reads
 six scans through the ``vllm`` recognizer against the in-test OpenAI-compatible server
-(tests/support/openai_server.py), which is overloaded: it answers half the requests 429 and holds
-the others for seconds before answering (a busy vLLM decoding). With four pages in hand, some
+(tests/support/openai_server.py), which is overloaded: it holds its first requests for seconds
+before answering (a busy vLLM decoding) and refuses every later one with 429. With four pages in hand, some
 regions at the server and others waiting out a 429, the worker gets SIGTERM. Every page it held
 must be done (its requests finished) or handed back (claim released, attempt refunded, message
 re-sent) within seconds, and the worker must exit; a second worker then finishes everything:
@@ -60,8 +60,9 @@ def test_sigterm_mid_page_hands_pages_back_in_seconds_and_none_is_lost(api, star
 
     def busy(body: dict, n: int) -> Reply:
         if overloaded["on"]:
-            # Half refused (the page waits out a 429), half answered slowly (a region mid-request).
-            return Reply(status=429) if n % 2 else Reply(text=f"VLM read: {prompt_of(body)}", delay_s=3.0)
+            # A server at capacity: its first requests decode slowly (regions mid-request when the
+            # signal comes), every later one is refused 429 (pages waiting it out).
+            return Reply(text=f"VLM read: {prompt_of(body)}", delay_s=3.0) if n <= 3 else Reply(status=429)
         return Reply(text=f"VLM read: {prompt_of(body)}")
 
     with OpenAIServer(busy) as server:
