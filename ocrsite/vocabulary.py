@@ -146,6 +146,12 @@ class ErrorCode(StrEnum):
     VLLM_BAD_REQUEST = "vllm:bad-request"
     VLLM_BAD_RESPONSE = "vllm:bad-response"
     VLLM_ENCODE = "vllm:encode"
+    # 429 / 503 / connection refused (or no free slot of the shared in-flight cap) for longer than
+    # VLLM_OVERLOAD_DEADLINE_S: the server is too busy or gone; none of the page's attempts spent.
+    VLLM_OVERLOADED = "vllm:overloaded"
+    # The worker is shutting down (SIGTERM, a scale-in or a rollout): the page was handed back to
+    # its queue with its attempt refunded. A timeline entry, never a page's final code.
+    WORKER_DRAINING = "worker:draining"
     # The request itself (apps.api).
     REQUEST_ERROR = "request:error"
     REQUEST_INVALID = "request:invalid"
@@ -170,6 +176,9 @@ class ErrorCode(StrEnum):
     BUSY_UNAVAILABLE = "busy:unavailable"  # Redis (broker, limits' counters) unreachable
     BUSY_DATABASE = "busy:database"  # PostgreSQL unreachable (down, restarting, out of connections)
     # Webhook deliveries (the delivery log's error column).
+    # callback_url on a scheme or port the deployment's egress cannot reach (OCR_WEBHOOK_SCHEMES,
+    # OCR_WEBHOOK_PORTS): refused at the door, 400.
+    WEBHOOK_UNDELIVERABLE = "webhook:undeliverable"
     WEBHOOK_ADDRESS_REFUSED = "webhook:address-refused"  # loopback/private/link-local/metadata, not allow-listed
     WEBHOOK_DNS = "webhook:dns"
     WEBHOOK_CONNECT = "webhook:connect"

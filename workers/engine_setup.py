@@ -16,6 +16,7 @@ from celery.signals import worker_init
 from django.conf import settings
 
 from ocrsite.memory import memory_first
+from workers import drain
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
 from workers.engines.cpu import cpu_budget, resolve_threads
@@ -58,7 +59,9 @@ def deployment() -> registry.EngineSettings:
     return registry.EngineSettings(
         layout=settings.OCR_LAYOUT_ENGINE,
         recognizer=settings.OCR_RECOGNIZER,
-        settings=DeploymentSettings.of(settings, threads=engine_threads(), memory_first=memory_first()),
+        settings=DeploymentSettings.of(
+            settings, threads=engine_threads(), memory_first=memory_first(), stopping=drain.requested
+        ),
     )
 
 
