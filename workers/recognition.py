@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import transaction
 
 from apps.jobs import enqueue, services, states
@@ -22,7 +23,7 @@ from apps.jobs.models import Job, Page, Region
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
 from workers import engine_setup
-from workers.content import labels
+from workers.content import confidence, labels
 from workers.engines.base import Recognition, Recognizer
 from workers.regions import apply_text, box_of, create_region, load_image, renumber
 from workers.retry import PipelineTask
@@ -76,18 +77,24 @@ def _write(pages: list[Page], read: Read, started: datetime, elapsed_ms: int) ->
         # are kept as given.
         if found and (regions or any(box.order is None for box, _ in found)):
             renumber(page)
-        if result.script or result.flags:
-            # What the recognizer found about the page as a whole: its script, and flags
-            # (script:unsupported) that the JSON, the console's flag filter and /metrics count.
-            Page.objects.filter(pk=page.pk).update(
-                script=result.script or "", flags=list(dict.fromkeys([*page.flags, *result.flags]))
-            )
-            services.flag_job(page.job_id, result.flags)
-        if services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed_ms) is None:
+        if result.script:
+            # The script the recognizer judged the page to be in (the JSON's page ``script``).
+            Page.objects.filter(pk=page.pk).update(script=result.script)
+        flags = _confidence_flags(page, result.flags)
+        services.flag_job(page.job_id, flags)  # before the page counts: assembly reads the job's flags
+        if services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed_ms, flags=flags) is None:
             # The claim went stale and was handed on: the other worker's text is the one kept.
             transaction.set_rollback(True)
             return
     RECOGNITION.done(page, started, {"regions": len(regions) + len(found), "engine": engine.name})
+
+
+def _confidence_flags(page: Page, found: tuple[str, ...] = ()) -> list[str]:
+    """The page's flags, with those the recognizer raised (``found``: ``script:unsupported``) and
+    ``ocr:low-confidence`` judged on the text it now holds."""
+    read = confidence.page_confidence(page.regions.values_list("text", "confidence"))
+    flags = list(dict.fromkeys([*(page.flags or []), *found]))
+    return confidence.with_confidence_flag(flags, read, settings.OCR_LOW_CONFIDENCE)
 
 
 def _cancel_check(job_id) -> Callable[[], bool]:

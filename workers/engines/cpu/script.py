@@ -26,11 +26,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ocrsite.vocabulary import PageFlag
+
 SCRIPT_LATIN = "latin"
 SCRIPT_CJK = "cjk"
 SCRIPT_UNSUPPORTED = "unsupported"
 
-FLAG_SCRIPT_UNSUPPORTED = "script:unsupported"
+FLAG_SCRIPT_UNSUPPORTED = str(PageFlag.SCRIPT_UNSUPPORTED)
 
 # A line the Latin recogniser reads under this confidence is unsure (its CTC path's mean probability).
 UNSURE_BELOW = 0.8
