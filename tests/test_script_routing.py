@@ -111,3 +111,22 @@ def test_a_large_sheet_is_read_in_bands_at_the_scale_its_print_needs(fast):
     x0, y0, _x1, _y1 = title.bbox
     words = [w for w in sheet.get_text("words") if "評価用" in w[4]]
     assert abs(x0 - words[0][0] * 200 / 72) < 30 and abs(y0 - words[0][1] * 200 / 72) < 30, (title.bbox, words[0])
+
+
+@pytest.mark.parametrize(
+    ("name", "script", "flags"),
+    [
+        ("hebtypo.jpg", SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,)),
+        ("devatest.png", SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,)),
+        # A faded all-caps thermal receipt: Latin, however unsure some of its lines.
+        ("receipt-lidl.jpg", SCRIPT_LATIN, ()),
+    ],
+)
+def test_real_scans_in_scripts_without_a_recogniser_are_flagged_and_latin_ones_are_not(fast, name, script, flags):
+    """tesseract-ocr/test's upright Hebrew and Devanagari pages, and a shop receipt (see
+    tests/data/README.md, orientation/)."""
+    with Image.open(BUNDLED_DATA / "orientation" / name) as img:
+        read = fast.read_page(np.asarray(img.convert("RGB")))
+    assert (read.script, read.flags) == (script, flags)
+    if script == SCRIPT_UNSUPPORTED:
+        assert all(line.confidence >= 0.8 for line in read.lines)
