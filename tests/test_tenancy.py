@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group, Permission
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import Client
@@ -266,3 +266,99 @@ def test_webhook_networks_are_per_tenant():
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --- roles that cannot climb (issue 35) -----------------------------------------------------------
+
+
+def _account(username: str, **flags) -> object:
+    return get_user_model().objects.create_user(username=username, password="Old-password-9x!", **flags)
+
+
+def _operator():
+    user = _account(f"operator-{uuid.uuid4().hex[:6]}", is_staff=True)
+    user.groups.add(Group.objects.get(name="Operators"))
+    return user
+
+
+NEW_PASSWORD = {"password1": "Helpdesk-owns-you-9x!", "password2": "Helpdesk-owns-you-9x!", "usable_password": "true"}
+
+
+@pytest.mark.parametrize("target", ["superuser", "operator"])
+def test_the_helpdesk_cannot_set_a_more_powerful_accounts_password(helpdesk, acme_job, target):
+    """The issue's climb: a user-manager set a superuser's (or an operator's) password in the
+    admin's password form and logged in as them."""
+    user = _account("root-2", is_staff=True, is_superuser=True) if target == "superuser" else _operator()
+    form = reverse("admin:auth_user_password_change", args=[user.pk])
+    assert helpdesk.get(form).status_code == 403
+    resp = helpdesk.post(form, NEW_PASSWORD)
+    assert resp.status_code == 403
+    user.refresh_from_db()
+    assert user.check_password("Old-password-9x!")
+    assert not Client().login(username=user.username, password=NEW_PASSWORD["password1"])
+    # Nor through the change form (flags, e-mail for a reset, active) or deletion.
+    change = reverse("admin:auth_user_change", args=[user.pk])
+    resp = helpdesk.post(change, {"username": user.username, "is_active": "", "date_joined_0": "2026-01-01"})
+    assert resp.status_code == 403
+    assert helpdesk.post(reverse("admin:auth_user_delete", args=[user.pk]), {"post": "yes"}).status_code == 403
+    resp = helpdesk.post(
+        reverse("admin:auth_user_changelist"),
+        {"action": "delete_selected", "_selected_action": [user.pk], "post": "yes"},
+    )
+    assert resp.status_code == 403
+    assert get_user_model().objects.filter(pk=user.pk, is_active=True).exists()
+
+
+def test_the_helpdesk_manages_accounts_that_may_do_no_more_than_itself(helpdesk):
+    plain = _account("api-user")
+    form = reverse("admin:auth_user_password_change", args=[plain.pk])
+    assert helpdesk.post(form, NEW_PASSWORD).status_code == 302
+    plain.refresh_from_db()
+    assert plain.check_password(NEW_PASSWORD["password1"])
+    # A non-staff account holding a permission the helpdesk lacks (reading jobs) is out of reach too.
+    reader = _account("job-reader")
+    reader.user_permissions.add(Permission.objects.get(codename="view_job"))
+    assert helpdesk.post(reverse("admin:auth_user_password_change", args=[reader.pk]), NEW_PASSWORD).status_code == 403
+
+
+def test_groups_are_for_superusers_only(helpdesk):
+    """A helpdesk in a group it could edit would give the group, and so itself, job permissions."""
+    group = Group.objects.create(name="helpdesks")
+    helpdesk.user.groups.add(group)
+    view_job = Permission.objects.get(codename="view_job")
+    resp = helpdesk.post(
+        reverse("admin:auth_group_change", args=[group.pk]), {"name": "helpdesks", "permissions": [view_job.pk]}
+    )
+    assert resp.status_code == 403
+    resp = helpdesk.post(reverse("admin:auth_group_add"), {"name": "readers", "permissions": [view_job.pk]})
+    assert resp.status_code == 403
+    assert not get_user_model().objects.get(pk=helpdesk.user.pk).has_perm("jobs.view_job")
+
+
+def test_an_api_user_link_of_a_more_powerful_account_is_out_of_reach(acme_job):
+    """A support lead may read jobs and manage links, but not re-point an operator's link to
+    another tenant (or drop it): the link is part of the operator's account."""
+    lead = _account("lead", is_staff=True)
+    lead.user_permissions.set(
+        Permission.objects.filter(codename__in=("view_job", "view_user", "change_user"))
+        | Permission.objects.filter(content_type__app_label="api")
+    )
+    client = Client()
+    client.force_login(lead)
+    operator = _operator()
+    other = Tenant.objects.create(slug="other")
+    link = TenantUser.objects.create(user=operator, tenant=Tenant.objects.get(slug="acme"))
+    resp = client.post(
+        reverse("admin:api_tenantuser_change", args=[link.pk]), {"user": operator.pk, "tenant": other.pk}
+    )
+    assert resp.status_code == 403
+    unlinked = _operator()
+    resp = client.post(reverse("admin:api_tenantuser_add"), {"user": unlinked.pk, "tenant": other.pk})
+    assert resp.status_code == 403
+    assert not TenantUser.objects.filter(user=unlinked).exists()
+    assert TenantUser.objects.get(user=operator).tenant.slug == "acme"
+    assert client.post(reverse("admin:api_tenantuser_delete", args=[link.pk]), {"post": "yes"}).status_code == 403
+    # Its own kind of account (no staff flag, no more permissions) it may link.
+    plain = _account("plain")
+    resp = client.post(reverse("admin:api_tenantuser_add"), {"user": plain.pk, "tenant": other.pk})
+    assert resp.status_code == 302, resp.content[:300]
