@@ -174,19 +174,40 @@ def test_a_flood_from_one_tenant_refuses_that_tenant_only(settings):
     _, flood_key = new_key("flooder")
     _, quiet_key = new_key("quiet")
     flooder, quiet = key_client(flood_key), key_client(quiet_key)
-    for _ in range(3):  # 0, 5, 10 pages waiting: not over the threshold yet
+    for _ in range(2):  # 0, then 5 pages waiting: with the new 5, not over the threshold
         assert _pdf(flooder, 5).status_code == 202
     refused = _pdf(flooder, 5)
     assert refused.status_code == 503
     error = refused.json()["error"]
     assert error["code"] == ErrorCode.BUSY_BACKPRESSURE and refused["Retry-After"]
     # The message is about the caller's own pages, never the platform's queue or threshold.
-    assert "15 pages" in error["message"] and "10" not in error["message"]
+    assert "has 10 pages waiting" in error["message"] and "threshold" not in error["message"]
     # The other tenant is admitted while the flooder waits, and again with a bigger document.
     assert _pdf(quiet, 1).status_code == 202
     assert _pdf(quiet, 4).status_code == 202
     assert _pdf(flooder, 1).status_code == 503
     assert Job.objects.filter(tenant="quiet").count() == 2
+
+
+@pytest.mark.django_db
+def test_admission_counts_the_pages_being_admitted(settings):
+    """The issue's overshoot: a tenant under its share added a 1,000-page document to an over-full
+    backlog and was accepted (backlog 4.7x the threshold)."""
+    settings.OCR_BACKPRESSURE_PAGES = 200
+    _, flood_key = new_key("flooder")
+    _, modest_key = new_key("modest")
+    flooder, modest = key_client(flood_key), key_client(modest_key)
+    # The flooder fills the backlog past the threshold (its first document, alone, is admitted).
+    assert _pdf(flooder, 250).status_code == 202
+    assert _pdf(modest, 3).status_code == 202  # a tenant under its share is admitted...
+    refused = _pdf(modest, 1000)  # ...but not with a document that would take it far past it
+    assert refused.status_code == 503, refused.content[:300]
+    assert refused.json()["error"]["code"] == ErrorCode.BUSY_BACKPRESSURE
+    assert "this document has 1000" in refused.json()["error"]["message"]
+    assert Job.objects.filter(tenant="modest").count() == 1
+    # On an idle platform one big document is admitted (it cannot wait for a smaller backlog).
+    Job.objects.all().delete()
+    assert _pdf(modest, 1000).status_code == 202
 
 
 @pytest.mark.django_db
