@@ -29,6 +29,7 @@ _INPUT_STATUS = {
     ErrorCode.UPLOAD_MISSING: 409,
     ErrorCode.UPLOAD_EXPIRED: 410,
     ErrorCode.UPLOAD_BAD_TOKEN: 403,
+    ErrorCode.UPLOAD_ALREADY_SENT: 409,
     ErrorCode.REQUEST_BAD_PAGES: 400,
 }
 
