@@ -108,7 +108,7 @@ HELP = {
     "OCR_WEBHOOK_MAX_ATTEMPTS": "webhook delivery attempts in all",
     "OCR_WEBHOOK_BACKOFF_S": "webhook retry backoff base (s)",
     "OCR_WEBHOOK_BACKOFF_MAX_S": "webhook retry backoff ceiling (s)",
-    "OCR_WEBHOOK_TIMEOUT_S": "webhook request timeout (s)",
+    "OCR_WEBHOOK_TIMEOUT_S": "webhook delivery deadline (s): connect, send and answer in all",
     "OCR_WEBHOOK_MAX_RESPONSE_BYTES": "how much of a receiver's answer is read",
     "OCR_WEBHOOK_ALLOW_NETS": "CIDRs a callback may reach although not public (empty: public addresses only)",
     "OCR_WEBHOOK_ROTATION_OVERLAP_H": "hours an old webhook secret keeps signing beside the new one",

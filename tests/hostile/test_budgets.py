@@ -106,7 +106,7 @@ def test_pages_without_text_come_back_as_images():
 def test_poison_pdfs_fail_within_budget_while_another_tenant_finishes(start_worker, redis_client, poison15, poison64):
     """Tenant A sends both poison files; tenant B's ordinary document, sent after them, is done."""
     worker = start_worker(
-        queues="cpu,layout,ocr",
+        queues="cpu,layout,ocr,webhooks",
         concurrency=2,
         env={"OCR_PAGE_MEMORY_MB": "384", "OCR_PAGE_CPU_SECONDS": "20"},
         name="budget",

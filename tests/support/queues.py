@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import redis
 from celery import Celery
 
-QUEUES = ("cpu", "layout", "ocr")
+QUEUES = ("cpu", "layout", "ocr", "webhooks")
 # kombu's Redis transport keeps delivered-but-unacknowledged messages here (acks_late).
 UNACKED_KEY = "unacked"
 
