@@ -54,6 +54,7 @@ HELP = {
     "OCR_UPLOAD_URL_SECONDS": "lifetime of a direct upload's presigned URL",
     "OCR_UPLOAD_KEEP_UNUSED_SECONDS": "how long after its URL expired an unused upload's object is kept (s)",
     "OCR_MAX_IMAGE_PIXELS": "pixel cap for images and rendered pages",
+    "OCR_IMAGE_PIXELS_PER_BYTE": "an image document decodes (all frames, animations at canvas size) to at most this many pixels per byte of file, past OCR_MAX_IMAGE_PIXELS; else refused input:too-large",
     "OCR_ENGINE": "the engine a job gets when it names none",
     "OCR_LAYOUT_ENGINE": "this deployment's layout engine: rapid-layout (cpu) or PP-DocLayoutV3 (paddle)",
     "OCR_RECOGNIZER": "this deployment's recognizer: rapidocr (cpu) or a VLM on vLLM (vllm)",

@@ -128,7 +128,10 @@ def start_worker(django_db_setup, django_db_blocker, redis_client) -> Iterator[C
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     def start(
-        queues: str = "cpu,layout,ocr,webhooks", concurrency: int = 2, env: dict[str, str] | None = None, name: str | None = None
+        queues: str = "cpu,layout,ocr,webhooks",
+        concurrency: int = 2,
+        env: dict[str, str] | None = None,
+        name: str | None = None,
     ) -> WorkerProcess:
         name = name or f"test-{uuid.uuid4().hex[:6]}"
         log = ARTIFACTS / f"worker-{name}.log"
