@@ -24,7 +24,7 @@ from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.jobs import enqueue, page_ranges, services, states
+from apps.jobs import enqueue, lanes, page_ranges, services, states
 from apps.jobs.documents import InputError
 from apps.jobs.models import Job, Page, StageEvent
 from ocrsite.celery import app
@@ -40,9 +40,20 @@ SPOOL_CHUNK = 1 << 20
 
 
 @app.task(base=PipelineTask, name=TaskName.INGEST.value)
-def ingest(job_id: str) -> None:
-    """Split a job into pages; safe to deliver twice. A job that is gone or finished is left alone."""
-    split_document(job_id)
+def ingest(job_id: str | None) -> None:
+    """Split a job into pages; safe to deliver twice. A job that is gone or finished is left alone.
+    Without an id (a lane token), the fairest next job of the tenants' lanes (``apps.jobs.lanes``):
+    a tenant whose documents already hold ingest slots is served after the others."""
+    if job_id is not None:
+        split_document(job_id)
+        return
+    taken = lanes.take("ingest", 1, settings.OCR_INGEST_HARD_LIMIT)
+    try:
+        for _, item in taken:
+            split_document(item)
+    finally:
+        if taken:
+            lanes.release("ingest", taken)
 
 
 def split_document(job_id: str) -> None:
@@ -87,12 +98,13 @@ def split_document(job_id: str) -> None:
 def _sender(job: Job) -> Callable[[int], None]:
     """Sends one stored page on to its next stage, as soon as the page's row is committed, so
     layout and recognition start on the first pages while ingest renders the rest."""
+    tenant = job.tenant
     if engine_setup.for_job(job.engine).needs_layout:
-        return lambda page_id: transaction.on_commit(lambda: enqueue.detect_layout([page_id]))
+        return lambda page_id: transaction.on_commit(lambda: enqueue.detect_layout([page_id], tenant=tenant))
 
     def skip_layout(page_id: int) -> None:
         if services.move_page(page_id, states.SKIP_LAYOUT):
-            transaction.on_commit(lambda: enqueue.recognize([page_id]))
+            transaction.on_commit(lambda: enqueue.recognize([page_id], tenant=tenant))
 
     return skip_layout
 

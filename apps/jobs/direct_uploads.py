@@ -136,7 +136,7 @@ def submit_uploaded(
                 job=job, refused_code=""
             )
             if claimed:
-                transaction.on_commit(lambda: services.send_ingest(job.pk))
+                transaction.on_commit(lambda: services.send_ingest(job.pk, job.tenant))
             else:
                 # A concurrent request consumed the slot first (its job is the answer, ours goes),
                 # or the sweep took it.

@@ -98,7 +98,7 @@ def submit(
     try:
         with transaction.atomic():
             job.save()
-            transaction.on_commit(lambda: send_ingest(job.pk))
+            transaction.on_commit(lambda: send_ingest(job.pk, job.tenant))
     except IntegrityError:
         # Only the (tenant, idempotency_key) constraint can fail here: a concurrent request with
         # the same key inserted first. Its job is the answer; ours leaves nothing behind.
@@ -120,12 +120,12 @@ def select_pages(found: Probe, options: dict | None) -> Probe:
     return Probe(kind=found.kind, page_count=len(page_ranges.select(spec, found.page_count)))
 
 
-def send_ingest(job_id) -> None:
+def send_ingest(job_id, tenant: str | None = None) -> None:
     """After the commit the job is accepted for good: a broker that fails now must not turn the
     answer into an error. The queued row is the record; the sweep sends its ingest once the row
     is OCR_STALE_AFTER old."""
     try:
-        enqueue.ingest(job_id)
+        enqueue.ingest(job_id, tenant)
     except (BrokerError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         log.warning("job accepted but its ingest could not be sent (%s); the sweep will send it", exc)
 
