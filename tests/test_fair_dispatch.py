@@ -9,39 +9,23 @@ behind a bomb's frames). The lane tests read the real Redis lists the workers re
 
 from __future__ import annotations
 
-import io
 import time
 
 import pytest
-from PIL import Image, ImageDraw
 
 from apps.jobs import lanes
 from apps.jobs.models import Job
+from tests.hostile.corpus import text_tiff
 from tests.support.jobs_api import upload, wait_for_job
 from tests.support.perimeter import key_client, new_key, settle
-
-
-def text_tiff(pages: int, words: str = "Fair dispatch keeps tenants apart") -> bytes:
-    """``pages`` small pages of printed text, quick to OCR (the dev set's scans may be absent)."""
-    frames = []
-    for n in range(pages):
-        img = Image.new("L", (900, 160), 255)
-        ImageDraw.Draw(img).text((20, 60), f"{words} page {n + 1}", fill=0, font_size=36)
-        frames.append(img)
-    buf = io.BytesIO()
-    frames[0].save(buf, "TIFF", save_all=True, append_images=frames[1:], dpi=(300, 300))
-    return buf.getvalue()
+from tests.support.queues import clear_lanes
 
 
 @pytest.fixture
 def clean_lanes(redis_client):
-    for pattern in ("lane:*", "lanes:*", "inflight:*"):
-        for key in redis_client.scan_iter(pattern):
-            redis_client.delete(key)
+    clear_lanes(redis_client)
     yield
-    for pattern in ("lane:*", "lanes:*", "inflight:*"):
-        for key in redis_client.scan_iter(pattern):
-            redis_client.delete(key)
+    clear_lanes(redis_client)
 
 
 def test_a_token_takes_the_tenant_with_fewest_in_flight_round_robin(clean_lanes):
@@ -57,6 +41,15 @@ def test_a_token_takes_the_tenant_with_fewest_in_flight_round_robin(clean_lanes)
     lanes.release("t-layout", [("flood", "0"), ("flood", "1")])
     assert lanes.in_flight("t-layout", "flood") == 1
     assert lanes.waiting("t-layout") == {"flood": 997}
+
+
+def test_a_token_skips_items_that_no_longer_wait(clean_lanes):
+    """A lane can hold more items than the queue holds tokens (a token lost with a broker error, a
+    queue purged): a token that met a finished page took the next, so no live page waits for the sweep."""
+    lanes.push("t-ocr", "a", ["done-1", "done-2", "live-3"])
+    taken = lanes.take_live("t-ocr", 1, 60, lambda items: {i for i in items if i.startswith("live")})
+    assert taken == [("a", "live-3")]
+    assert lanes.in_flight("t-ocr", "a") == 1  # the skipped ones were released
 
 
 def test_in_flight_counts_expire_with_the_stage_limit(clean_lanes):

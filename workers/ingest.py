@@ -47,13 +47,19 @@ def ingest(job_id: str | None) -> None:
     if job_id is not None:
         split_document(job_id)
         return
-    taken = lanes.take("ingest", 1, settings.OCR_INGEST_HARD_LIMIT)
+    taken = lanes.take_live("ingest", 1, settings.OCR_INGEST_HARD_LIMIT, _waiting_for_ingest)
     try:
         for _, item in taken:
             split_document(item)
     finally:
         if taken:
             lanes.release("ingest", taken)
+
+
+def _waiting_for_ingest(items: list[str]) -> set[str]:
+    """Queued jobs, and running ones (a redelivery finishes what an earlier ingest left)."""
+    active = Job.objects.filter(pk__in=items, status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
+    return {str(pk) for pk in active.values_list("pk", flat=True)}
 
 
 def split_document(job_id: str) -> None:

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 
 from apps.jobs import enqueue, lanes, services, states
-from apps.jobs.models import Page
+from apps.jobs.models import Job, Page
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
 from workers import batching, engine_setup
@@ -38,7 +38,7 @@ def detect_layout(requests: list) -> None:
     without ids) takes the fairest next page from the tenants' lanes (``apps.jobs.lanes``)."""
     ids = batching.page_ids_of(requests)
     tokens = batching.tokens_of(requests)
-    taken = lanes.take("layout", tokens, settings.OCR_TASK_HARD_LIMIT) if tokens else []
+    taken = lanes.take_live("layout", tokens, settings.OCR_TASK_HARD_LIMIT, _waiting_for_layout) if tokens else []
     try:
         ids += [int(item) for _, item in taken if int(item) not in ids]
         for chunk in batching.chunked(ids, settings.OCR_LAYOUT_BATCH):
@@ -46,6 +46,11 @@ def detect_layout(requests: list) -> None:
     finally:
         if taken:
             lanes.release("layout", taken)
+
+
+def _waiting_for_layout(items: list[str]) -> set[str]:
+    ids = Page.objects.filter(pk__in=[int(i) for i in items], status=Page.Status.QUEUED, job__status=Job.Status.RUNNING)
+    return {str(pk) for pk in ids.values_list("pk", flat=True)}
 
 
 # Boxes (or the page's own failure) and the engine's name, per page id.

@@ -37,7 +37,7 @@ def recognize(page_id: int | None) -> None:
     if page_id is not None:
         recognize_page(page_id)
         return
-    taken = lanes.take("recognize", 1, settings.OCR_TASK_HARD_LIMIT)
+    taken = lanes.take_live("recognize", 1, settings.OCR_TASK_HARD_LIMIT, _waiting_for_recognition)
     try:
         for _, item in taken:
             recognize_page(int(item))
@@ -47,6 +47,13 @@ def recognize(page_id: int | None) -> None:
 
 
 RECOGNITION = PageStage("recognize", states.CLAIM_FOR_RECOGNITION, states.RECOGNITION_FAILED, enqueue.recognize)
+
+
+def _waiting_for_recognition(items: list[str]) -> set[str]:
+    ids = Page.objects.filter(
+        pk__in=[int(i) for i in items], status=Page.Status.DETECTED, job__status=Job.Status.RUNNING
+    )
+    return {str(pk) for pk in ids.values_list("pk", flat=True)}
 
 
 class Read(NamedTuple):

@@ -31,7 +31,7 @@ queue, and gets the same per-tenant fairness within it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import urlparse
 
 import redis
@@ -111,6 +111,30 @@ def take(stage: str, n: int = 1, hold_s: float | None = None) -> list[tuple[str,
     flat = _redis().eval(_TAKE, 1, _ring(stage), f"lane:{stage}:", f"inflight:{stage}:", now, now + hold, n)
     pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
     return [(t.decode() if isinstance(t, bytes) else t, i.decode() if isinstance(i, bytes) else i) for t, i in pairs]
+
+
+# A token takes at most this many items no longer waiting before it gives up (see ``take_live``).
+MAX_SKIPS = 100
+
+
+def take_live(stage: str, n: int, hold_s: float, live: Callable[[list[str]], set[str]]) -> list[tuple[str, str]]:
+    """Like ``take``, but items ``live`` says no longer wait (done, cancelled, gone, or re-sent
+    and taken already) are released and replaced: a lane can hold more items than the queue
+    holds tokens (a token lost with a broker error, a queue purged), and a token spent on such an
+    item would leave a live one waiting for the sweep."""
+    kept: list[tuple[str, str]] = []
+    skipped = 0
+    while len(kept) < n and skipped <= MAX_SKIPS:
+        taken = take(stage, n - len(kept), hold_s)
+        if not taken:
+            break
+        alive = live([item for _, item in taken])
+        dead = [pair for pair in taken if pair[1] not in alive]
+        if dead:
+            release(stage, dead)
+            skipped += len(dead)
+        kept += [pair for pair in taken if pair[1] in alive]
+    return kept
 
 
 def release(stage: str, taken: Iterable[tuple[str, str]]) -> None:

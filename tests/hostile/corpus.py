@@ -327,6 +327,18 @@ def nested_forms_pdf(depth: int = 5000) -> bytes:
     return doc.tobytes()
 
 
+def text_tiff(pages: int, words: str = "Fair dispatch keeps tenants apart") -> bytes:
+    """``pages`` small pages of printed text, quick to OCR (the dev set's scans may be absent)."""
+    frames = []
+    for n in range(pages):
+        img = Image.new("L", (900, 160), 255)
+        ImageDraw.Draw(img).text((20, 60), f"{words} page {n + 1}", fill=0, font_size=36)
+        frames.append(img)
+    buf = io.BytesIO()
+    frames[0].save(buf, "TIFF", save_all=True, append_images=frames[1:], dpi=(300, 300))
+    return buf.getvalue()
+
+
 def truncated(data: bytes, keep: float) -> bytes:
     return data[: int(len(data) * keep)]
 
