@@ -81,9 +81,11 @@ bench-readme: venv
 docs: venv
 	$(BIN)/python -m ocrsite.configuration > docs/configuration.md
 
-# ruff (rules in pyproject.toml) and the import layering (import-linter contracts in pyproject.toml).
+# ruff (rules in pyproject.toml), the import layering (import-linter contracts in pyproject.toml),
+# and the models against their migrations (no database needed: SQLite in memory).
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
+	DATABASE_URL=sqlite://:memory: $(BIN)/python manage.py makemigrations --check --dry-run
 
 # Per-image dependency locks (requirements/lock/), resolved by uv for the images' platform.
 locks: venv

@@ -341,10 +341,13 @@ REST_FRAMEWORK = {
     ],
     # Authenticated *and* acting for a tenant: a Django user needs an explicit TenantUser link.
     "DEFAULT_PERMISSION_CLASSES": ["apps.api.auth.ActsForTenant"],
+    # Every view is throttled: a new view without its own throttle gets the polls budget (cheap
+    # reads); submissions name SubmissionThrottle. Unauthenticated probes have no tenant to count.
+    "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttles.PollThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env_int("OCR_API_PAGE_SIZE", 50),
-    "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "apps.api.handlers.exception_handler",
     # ?format= selects markdown|json on the result endpoint, not a DRF renderer.
     "URL_FORMAT_OVERRIDE": None,
 }

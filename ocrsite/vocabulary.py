@@ -103,7 +103,7 @@ class ErrorCode(StrEnum):
     UPLOAD_MISSING = "upload:missing"  # no object arrived in storage under the slot
     UPLOAD_SIZE_MISMATCH = "upload:size-mismatch"
     UPLOAD_BAD_TOKEN = "upload:bad-token"
-    UPLOAD_ALREADY_SENT = "upload:already-sent"  # a second PUT to a slot that holds its object
+    UPLOAD_ALREADY_SENT = "upload:already-sent"  # a slot takes one upload
     # Jobs and pages.
     JOB_NOT_FOUND = "job:not-found"
     JOB_NOT_READY = "job:not-ready"

@@ -13,7 +13,6 @@ from apps.jobs import services
 from apps.jobs.models import Job, Region
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
-from workers import budget
 from workers.content import formats
 from workers.retry import PipelineTask
 
@@ -28,7 +27,7 @@ def assemble_result(job_id: str) -> None:
     job = Job.objects.filter(pk=job_id, status=Job.Status.ASSEMBLING).first()
     if job is None:
         return
-    if not budget.claim_attempt(job_id, "assembly"):
+    if not services.claim_attempt(job_id, "assembly"):
         return  # every earlier delivery died or hung here: the job failed job:stalled
     started = timezone.now()
     pages = page_dicts(job)

@@ -1,6 +1,5 @@
 """What a document may cost: each page's CPU seconds, memory and characters in ingest (a PDF
-page read or drawn, an image frame decoded), and the number of deliveries of the job-wide stages
-(ingest, assembly).
+page read or drawn, an image frame decoded).
 
 A PDF's size says little about the work it asks for: a 40 KB file can hold a content stream that
 inflates to megabytes of text operators, and a small form drawn a million times costs the same
@@ -13,10 +12,7 @@ the process). A child that dies or overruns costs its budget once and ends the j
 tenants' messages behind it are untouched.
 
 A worker can still die in a job-wide stage (the pod's memory limit, a hard time limit, a crash in
-a library): the message comes back (acks_late + reject_on_worker_lost) and would come back
-forever. So each delivery of ingest or assembly claims an attempt on the job row by
-compare-and-set, as page stages do on theirs, and the delivery (or the sweep) that finds the
-attempts spent fails the job with ``job:stalled``.
+a library): that is counted on the job row (``apps.jobs.services.claim_attempt``).
 
 The child never touches the database or storage: it hands each page back through a pipe, and the
 caller (``workers.ingest``) writes it. It leaves with ``os._exit`` so that nothing inherited (the
@@ -39,10 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-from django.db.models import F
-
-from apps.jobs import services
 from apps.jobs.documents import (
     PDF_STORE_EVERY,
     InputError,
@@ -54,42 +46,11 @@ from apps.jobs.documents import (
     render_pdf_page,
     upright_scan,
 )
-from apps.jobs.models import Job
 from ocrsite.vocabulary import ErrorCode
 from workers.engines import textlayer
 
 _HEADER = struct.Struct("!Q")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
-# The job's attempt counter for each job-wide stage.
-STAGE_ATTEMPTS = {"ingest": "ingest_attempts", "assembly": "assembly_attempts"}
-
-
-def max_attempts() -> int:
-    return max(1, settings.OCR_MAX_ATTEMPTS)
-
-
-def claim_attempt(job_id, stage: str) -> bool:
-    """Count one more delivery of ``stage`` on the job; False, with the job failed, once spent."""
-    field = STAGE_ATTEMPTS[stage]
-    cap = max_attempts()
-    if Job.objects.filter(pk=job_id, **{f"{field}__lt": cap}).update(**{field: F(field) + 1}):
-        return True
-    fail_stalled(job_id, stage)
-    return False
-
-
-def within_attempts(job_ids: Sequence, stage: str) -> list:
-    """The jobs of ``job_ids`` that may have ``stage`` again; the others are failed as stalled."""
-    field = STAGE_ATTEMPTS[stage]
-    spent = set(Job.objects.filter(pk__in=job_ids, **{f"{field}__gte": max_attempts()}).values_list("pk", flat=True))
-    for job_id in spent:
-        fail_stalled(job_id, stage)
-    return [job_id for job_id in job_ids if job_id not in spent]
-
-
-def fail_stalled(job_id, stage: str) -> None:
-    cap = max_attempts()
-    services.fail_job(job_id, ErrorCode.JOB_STALLED, f"{stage} did not finish in {cap} attempts (each died or hung)")
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def split_document(job_id: str) -> None:
                 return  # cancelled, finished, or already past ingest
         # A delivery with pages left to make draws on the job's ingest attempts (a late duplicate
         # that finds them all made does not); past the cap the job fails job:stalled.
-        if job.pages.count() < job.page_count and not budget.claim_attempt(job_id, "ingest"):
+        if job.pages.count() < job.page_count and not services.claim_attempt(job_id, "ingest"):
             return
         started = timezone.now()
         send_on = _sender(job)

@@ -29,18 +29,19 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import httpx2
 import numpy as np
 import openai
 
-from ocrsite.backoff import Backoff
+from ocrsite.backoff import backoff_s
 from ocrsite.vocabulary import ErrorCode
 from workers.content import tables
 from workers.engines import profiles, vlm_output
 from workers.engines.base import NOT_READ_TASKS, EngineError, LayoutBox, Recognition, RegionText
+from workers.engines.settings import DeploymentSettings
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,35 @@ class VllmConfig:
     max_tokens: int = 0  # 0 or above the profile's ceiling (profiles.token_ceiling): the ceiling
     cancel_poll_s: float = 0.5
     crop_padding: int = 4
+
+    @classmethod
+    def from_settings(cls, s: DeploymentSettings) -> VllmConfig:
+        """The region recogniser's server (VLLM_*)."""
+        return cls(
+            **s.pick(
+                base_url="VLLM_BASE_URL",
+                profile="VLLM_PROFILE",
+                model="VLLM_MODEL",
+                api_key="VLLM_API_KEY",
+                max_in_flight="VLLM_MAX_IN_FLIGHT",
+                timeout_s="VLLM_TIMEOUT_S",
+                retries="VLLM_RETRIES",
+                backoff_s="VLLM_BACKOFF_S",
+                max_tokens="VLLM_MAX_TOKENS",
+                cancel_poll_s="VLLM_CANCEL_POLL_S",
+            )
+        )
+
+    @classmethod
+    def page_from_settings(cls, s: DeploymentSettings) -> VllmConfig:
+        """The one-stage page model's (VLLM_PAGE_*): the region server's unless set apart."""
+        region = cls.from_settings(s)
+        return replace(
+            region,
+            profile=s.get("VLLM_PAGE_PROFILE", "deepseek-ocr"),
+            model=s.get("VLLM_PAGE_MODEL", ""),
+            base_url=s.get("VLLM_PAGE_BASE_URL", "") or region.base_url,
+        )
 
 
 @dataclass(frozen=True)
@@ -116,8 +146,6 @@ class VllmRecognizer:
         # A configured VLLM_MAX_TOKENS above the ceiling would make vLLM refuse every request.
         ceiling = profiles.token_ceiling(config.profile)
         self.max_tokens = min(config.max_tokens or ceiling, ceiling)
-        # Full jitter: spreads a burst of retries so they do not land together.
-        self._backoff = Backoff(config.backoff_s, config.backoff_max_s)
         self.in_flight = 0
         self.peak_in_flight = 0
         self._loop = asyncio.new_event_loop()
@@ -251,7 +279,8 @@ class VllmRecognizer:
         last: tuple[str, str] = (ErrorCode.VLLM_UNAVAILABLE, "no attempt made")
         for attempt in range(cfg.retries + 1):
             if attempt:
-                await asyncio.sleep(self._backoff(attempt))
+                # Full jitter: spreads a burst of retries so they do not land together.
+                await asyncio.sleep(backoff_s(attempt, cfg.backoff_s, cfg.backoff_max_s))
             try:
                 async with self._slots:
                     return await self._attempt(call)

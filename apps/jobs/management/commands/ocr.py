@@ -19,6 +19,7 @@ from tqdm import tqdm
 from apps.jobs import services
 from apps.jobs.documents import InputError
 from apps.jobs.models import Job
+from ocrsite import catalogue
 from ocrsite.celery import app as celery_app
 from ocrsite.memory import return_large_buffers
 
@@ -30,7 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("file", type=Path)
         parser.add_argument("--json", action="store_true", help="print the JSON result instead of Markdown")
         parser.add_argument("--out", type=Path, help="write the result to this file instead of stdout")
-        parser.add_argument("--engine", choices=[e.value for e in Job.Engine], help="engine profile for this job")
+        parser.add_argument("--engine", choices=catalogue.job_engine_choices(), help="engine profile for this job")
         parser.add_argument("--force-ocr", action="store_true", help="OCR pages even when they have a text layer")
         parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
