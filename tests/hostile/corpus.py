@@ -290,9 +290,10 @@ def shared_annots_pdf(pages: int = 20, entries: int = 1_600_000) -> bytes:
     """``pages`` empty pages sharing one ``/Annots`` array of ``entries`` references: loading a
     page reads its annotations (the issue's 10 MB file held a web thread 66-300 s per POST)."""
     doc = pymupdf.open()
+    # Made first, so its number is short ("3 0 R "): 1.6M references then fit the 10 MB door.
+    annot = doc.get_new_xref()
     for _ in range(pages):
         doc.new_page()
-    annot = doc.get_new_xref()
     doc.update_object(annot, "<< /Type /Annot /Subtype /Text /Rect [0 0 10 10] >>")
     array = doc.get_new_xref()
     doc.update_object(array, "[" + f"{annot} 0 R " * entries + "]")
