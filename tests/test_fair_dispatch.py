@@ -15,7 +15,7 @@ import pytest
 
 from apps.jobs import lanes
 from apps.jobs.models import Job
-from tests.hostile.corpus import text_tiff
+from tests.hostile.corpus import many_frame_tiff, text_tiff
 from tests.support.jobs_api import upload, wait_for_job
 from tests.support.perimeter import key_client, new_key, settle
 from tests.support.queues import clear_lanes
@@ -83,5 +83,32 @@ def test_one_tenants_backlog_does_not_hold_another_tenants_page(worker, redis_cl
         # On FIFO queues B's page came after every page of A that was queued before it.
         assert a_done < pages - 4, f"B waited for {a_done} of A's {pages} pages"
         assert wait_for_job(a, big.json()["id"], timeout=300)["status"] == "done"
+    finally:
+        settle(redis_client)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancelled_jobs_frames_are_not_read_on(worker, redis_client, clean_lanes):
+    """The issue's 5,000-frame TIFF delayed another tenant 113 s even after its cancel: ingest
+    read every frame (each reopened, frame n walking n directories) whatever the job's state.
+    Now ingest looks at the job between pages and stops, and its budgeted child goes with it."""
+    _, key = new_key("canceller")
+    api = key_client(key)
+    frames = 3000
+    try:
+        resp = upload(api, None, name="frames.tif", data=many_frame_tiff(frames, 32))
+        assert resp.status_code == 202, resp.content[:300]
+        job_id = resp.json()["id"]
+        deadline = time.monotonic() + 120
+        while Job.objects.get(pk=job_id).pages.count() < 20:
+            assert time.monotonic() < deadline, "ingest made no pages"
+            time.sleep(0.05)
+        assert api.delete(f"/api/v1/jobs/{job_id}").status_code in (200, 202)
+        # Within a couple of seconds the page count stops growing, far short of the frames.
+        time.sleep(3)
+        made = Job.objects.get(pk=job_id).pages.count()
+        time.sleep(3)
+        assert Job.objects.get(pk=job_id).pages.count() == made < frames // 2
+        assert wait_for_job(api, job_id)["status"] == "cancelled"
     finally:
         settle(redis_client)
