@@ -44,9 +44,10 @@ from apps.jobs.documents import (
     open_pdf,
     release_pdf_cache,
     render_pdf_page,
-    upright_scan,
 )
+from ocrsite.memory import release_freed_memory
 from ocrsite.vocabulary import ErrorCode
+from workers.content import orientation
 from workers.engines import textlayer
 
 _HEADER = struct.Struct("!Q")
@@ -86,6 +87,7 @@ class ImagePage:
     width: int
     height: int
     rotation: int = 0  # the clockwise turn the scan stood at; the PNG is upright
+    flags: tuple[str, ...] = ()  # what the orientation check could not confirm (PageFlag)
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,9 @@ class PageRequest:
     min_chars: int
     force_ocr: bool
     text_layer: textlayer.TextLayerConfig
+    # What reads a scanned page to find which way is up (built in the worker before the child is
+    # forked: the child reuses its models). None: pages are stored as rendered.
+    reader: orientation.LineReader | None = None
 
 
 def read_pdf_pages(
@@ -137,10 +142,21 @@ def _read_pages(source: bytes | str, indices: Sequence[int], request: PageReques
             image, used_dpi = render_pdf_page(page, request.dpi, request.max_pixels)
             # Turned upright here, under the page's budget: layout, recognition and the console
             # all read the upright page.
-            image, rotation = upright_scan(image, used_dpi)
-            if rotation % 180:
+            image, found = upright_page(image, request.reader)
+            if found.rotation % 180:
                 size_pt = (size_pt[1], size_pt[0])
-            send(ImagePage(index, size_pt, encode_png(image), used_dpi, image.shape[1], image.shape[0], rotation))
+            send(
+                ImagePage(
+                    index,
+                    size_pt,
+                    encode_png(image),
+                    used_dpi,
+                    image.shape[1],
+                    image.shape[0],
+                    found.rotation,
+                    found.flags,
+                )
+            )
             # A scanned page's decoded image is of no use to the next page, and 25 of them fill
             # MuPDF's store to its 256 MB cap: this child then peaked at 427 MiB on a scanned PDF
             # of 30 pages or more, against 217 emptied after each rendered page (200 dpi).
@@ -149,25 +165,46 @@ def _read_pages(source: bytes | str, indices: Sequence[int], request: PageReques
         signal.setitimer(signal.ITIMER_PROF, 0)
 
 
+def upright_page(image, reader: orientation.LineReader | None) -> tuple[Any, orientation.Orientation]:
+    """A scanned page turned upright when its reading confirms the turn (``workers.content.orientation``)."""
+    if reader is None:
+        return image, orientation.Orientation(0)
+    found = orientation.upright(image, reader)
+    # The check's crops and tensors are freed but glibc keeps them: ~30 MB a check, handed back.
+    release_freed_memory()
+    return found
+
+
 # Images without a DPI tag: the common scanner default.
 DEFAULT_SCAN_DPI = 300
 
 
 def read_image_frames(
-    source: bytes | str, indices: Sequence[int], max_pixels: int, budget: PageBudget
+    source: bytes | str,
+    indices: Sequence[int],
+    max_pixels: int,
+    budget: PageBudget,
+    reader: orientation.LineReader | None = None,
 ) -> Iterator[ImagePage]:
     """The frames ``indices`` of the image ``source`` (bytes or a path), in increasing order,
-    each decoded, turned upright and encoded within ``budget`` in the same kind of child as PDF
-    pages: a progressive JPEG whose scans repeat, an animation whose frames are each drawn on a
-    huge canvas or a TIFF of thousands of frames ends as ``input:too-complex`` when a frame
-    passes its CPU seconds or memory, never by the stage's time limit. One open image serves
-    every frame, so the n-th frame costs one decode, not n."""
+    each decoded, turned upright (``reader``, as PDF pages are) and encoded within ``budget`` in
+    the same kind of child as PDF pages: a progressive JPEG whose scans repeat, an animation
+    whose frames are each drawn on a huge canvas or a TIFF of thousands of frames ends as
+    ``input:too-complex`` when a frame passes its CPU seconds or memory, never by the stage's
+    time limit. One open image serves every frame, so the n-th frame costs one decode, not n."""
     if not indices:
         return
-    yield from _in_child(lambda send: _read_frames(source, sorted(indices), max_pixels, budget, send), budget)
+    yield from _in_child(lambda send: _read_frames(source, sorted(indices), max_pixels, budget, reader, send), budget)
 
 
-def _read_frames(source: bytes | str, indices: Sequence[int], max_pixels: int, budget: PageBudget, send) -> None:
+def _read_frames(
+    source: bytes | str,
+    indices: Sequence[int],
+    max_pixels: int,
+    budget: PageBudget,
+    reader: orientation.LineReader | None,
+    send,
+) -> None:
     with open_image(source) as img:
         for index in indices:
             signal.setitimer(signal.ITIMER_PROF, budget.cpu_s)
@@ -176,11 +213,22 @@ def _read_frames(source: bytes | str, indices: Sequence[int], max_pixels: int, b
             dpi = dpi or DEFAULT_SCAN_DPI
             size_pt = (image.shape[1] * 72 / dpi, image.shape[0] * 72 / dpi)
             # Layout and recognition read text upright only: a scan at 90, 180 or 270 degrees is
-            # stored turned back, so they and the console all see the upright page.
-            image, rotation = upright_scan(image, dpi)
-            if rotation % 180:
+            # stored turned back when reading it confirms the turn, as PDF pages are.
+            image, found = upright_page(image, reader)
+            if found.rotation % 180:
                 size_pt = (size_pt[1], size_pt[0])
-            send(ImagePage(index, size_pt, encode_png(image), dpi, image.shape[1], image.shape[0], rotation))
+            send(
+                ImagePage(
+                    index,
+                    size_pt,
+                    encode_png(image),
+                    dpi,
+                    image.shape[1],
+                    image.shape[0],
+                    found.rotation,
+                    found.flags,
+                )
+            )
             del image
         signal.setitimer(signal.ITIMER_PROF, 0)
 

@@ -193,6 +193,7 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
             min_chars=settings.OCR_TEXT_LAYER_MIN_CHARS,
             force_ocr=force_ocr,
             text_layer=engine_setup.text_layer(),
+            reader=engine_setup.orientation_reader(),
         )
         for found in budget.read_pdf_pages(path, unread, request, page_budget()):
             created += 1
@@ -201,7 +202,15 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
                 _finish_text_page(job, found, dpi)
                 continue
             page = _store_page(
-                job, found.index, found.png, found.dpi, found.width, found.height, found.size_pt, found.rotation
+                job,
+                found.index,
+                found.png,
+                found.dpi,
+                found.width,
+                found.height,
+                found.size_pt,
+                found.rotation,
+                found.flags,
             )
             waiting.append(page.pk)
             send_on(page.pk)
@@ -217,10 +226,21 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
             else:
                 waiting.append(page.pk)
                 send_on(page.pk)
-        for found in budget.read_image_frames(path, unread, settings.OCR_MAX_IMAGE_PIXELS, page_budget()):
+        frames = budget.read_image_frames(
+            path, unread, settings.OCR_MAX_IMAGE_PIXELS, page_budget(), engine_setup.orientation_reader()
+        )
+        for found in frames:
             created += 1
             page = _store_page(
-                job, found.index, found.png, found.dpi, found.width, found.height, found.size_pt, found.rotation
+                job,
+                found.index,
+                found.png,
+                found.dpi,
+                found.width,
+                found.height,
+                found.size_pt,
+                found.rotation,
+                found.flags,
             )
             waiting.append(page.pk)
             send_on(page.pk)
@@ -260,7 +280,15 @@ def page_budget() -> budget.PageBudget:
 
 
 def _store_page(
-    job: Job, index: int, png: bytes, dpi: int, width: int, height: int, size_pt, rotation: int = 0
+    job: Job,
+    index: int,
+    png: bytes,
+    dpi: int,
+    width: int,
+    height: int,
+    size_pt,
+    rotation: int = 0,
+    flags: tuple[str, ...] = (),
 ) -> Page:
     name = services.save_bytes(f"pages/{job.pk}/{index:05d}.png", png)
     page, _ = Page.objects.update_or_create(
@@ -276,8 +304,10 @@ def _store_page(
             "width_pt": size_pt[0],
             "height_pt": size_pt[1],
             "rotation": rotation,
+            "flags": list(flags),
         },
     )
+    services.flag_job(job.pk, flags)
     return page
 
 
