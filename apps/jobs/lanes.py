@@ -11,8 +11,9 @@ stage, the one with the fewest items of the stage in flight, and round-robin amo
 tenant with one page waiting is served at the next free slot, however long another's lane is;
 a tenant whose documents already run in every slot is the last to get the next one.
 
-What stays as it was: the queue holds one token per waiting item, so its length is what waits
-(KEDA scales on it, /metrics reports it, the sweep's room is counted on it); the collector
+What stays as it was: KEDA scales on pages and jobs in PostgreSQL, which lanes do not touch; the
+queue holds one token per waiting item, so its length is what waits (/metrics reports it, the
+sweep's room is counted on it); the collector
 batches tokens into passes as it batched pages; claims, attempts and the sweep are unchanged
 (an item whose token was lost, or whose worker died after taking it, is a page or job the sweep
 finds stale and sends again). Work sent with a delay (a retry's backoff) and the sweep's
