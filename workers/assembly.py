@@ -13,7 +13,7 @@ from apps.jobs import services
 from apps.jobs.models import Job, Region
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
-from workers.content import formats
+from workers.content import confidence, formats
 from workers.retry import PipelineTask
 
 
@@ -82,6 +82,9 @@ def page_dicts(job: Job) -> list[dict]:
             "source": p.source,
             "rotation": p.rotation,
             "flags": p.flags,
+            "confidence": confidence.page_confidence(
+                (r["text"], r["confidence"]) for r in regions_by_page.get(p.pk, [])
+            ),
             "regions": regions_by_page.get(p.pk, []),
         }
         for p in job.pages.order_by("index")

@@ -41,9 +41,10 @@ from apps.jobs.documents import (
     open_pdf,
     release_pdf_cache,
     render_pdf_page,
-    upright_scan,
 )
+from ocrsite.memory import release_freed_memory
 from ocrsite.vocabulary import ErrorCode
+from workers.content import orientation
 from workers.engines import textlayer
 
 _HEADER = struct.Struct("!Q")
@@ -83,6 +84,7 @@ class ImagePage:
     width: int
     height: int
     rotation: int = 0  # the clockwise turn the scan stood at; the PNG is upright
+    flags: tuple[str, ...] = ()  # what the orientation check could not confirm (PageFlag)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,9 @@ class PageRequest:
     min_chars: int
     force_ocr: bool
     text_layer: textlayer.TextLayerConfig
+    # What reads a scanned page to find which way is up (built in the worker before the child is
+    # forked: the child reuses its models). None: pages are stored as rendered.
+    reader: orientation.LineReader | None = None
 
 
 def read_pdf_pages(
@@ -134,16 +139,37 @@ def _read_pages(source: bytes | str, indices: Sequence[int], request: PageReques
             image, used_dpi = render_pdf_page(page, request.dpi, request.max_pixels)
             # Turned upright here, under the page's budget: layout, recognition and the console
             # all read the upright page.
-            image, rotation = upright_scan(image, used_dpi)
-            if rotation % 180:
+            image, found = upright_page(image, request.reader)
+            if found.rotation % 180:
                 size_pt = (size_pt[1], size_pt[0])
-            send(ImagePage(index, size_pt, encode_png(image), used_dpi, image.shape[1], image.shape[0], rotation))
+            send(
+                ImagePage(
+                    index,
+                    size_pt,
+                    encode_png(image),
+                    used_dpi,
+                    image.shape[1],
+                    image.shape[0],
+                    found.rotation,
+                    found.flags,
+                )
+            )
             # A scanned page's decoded image is of no use to the next page, and 25 of them fill
             # MuPDF's store to its 256 MB cap: this child then peaked at 427 MiB on a scanned PDF
             # of 30 pages or more, against 217 emptied after each rendered page (200 dpi).
             del image
             release_pdf_cache()
         signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+def upright_page(image, reader: orientation.LineReader | None) -> tuple[Any, orientation.Orientation]:
+    """A scanned page turned upright when its reading confirms the turn (``workers.content.orientation``)."""
+    if reader is None:
+        return image, orientation.Orientation(0)
+    found = orientation.upright(image, reader)
+    # The check's crops and tensors are freed but glibc keeps them: ~30 MB a check, handed back.
+    release_freed_memory()
+    return found
 
 
 def _in_child(work: Callable[[Callable[[Any], None]], None], budget: PageBudget) -> Iterator[Any]:

@@ -16,9 +16,11 @@ from celery.signals import worker_init
 from django.conf import settings
 
 from ocrsite.memory import memory_first
+from workers import drain
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
 from workers.engines.cpu import cpu_budget, resolve_threads
+from workers.engines.cpu.orientation import OrientationReader
 from workers.engines.settings import DeploymentSettings
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,9 @@ def deployment() -> registry.EngineSettings:
     return registry.EngineSettings(
         layout=settings.OCR_LAYOUT_ENGINE,
         recognizer=settings.OCR_RECOGNIZER,
-        settings=DeploymentSettings.of(settings, threads=engine_threads(), memory_first=memory_first()),
+        settings=DeploymentSettings.of(
+            settings, threads=engine_threads(), memory_first=memory_first(), stopping=drain.requested
+        ),
     )
 
 
@@ -74,6 +78,13 @@ def layout_engine(engine: str) -> LayoutEngine:
 
 def recognizer(engine: str) -> Recognizer:
     return registry.recognizer(for_job(engine))
+
+
+@lru_cache(maxsize=1)
+def orientation_reader() -> OrientationReader:
+    """What ingest reads scanned pages with to find which way is up: built once per process, in
+    the worker before ingest forks its PDF reader (which then uses the same models)."""
+    return OrientationReader(model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR))
 
 
 def text_layer() -> textlayer.TextLayerConfig:

@@ -34,6 +34,7 @@ from apps.api.throttles import SubmissionThrottle, admission
 from apps.api.uploads import presign
 from apps.jobs import direct_uploads, page_ranges, partial, services
 from apps.jobs.models import Job
+from apps.webhooks.egress import undeliverable
 from ocrsite.celery import app as celery_app
 from ocrsite.vocabulary import ErrorCode
 
@@ -94,6 +95,8 @@ def job_options(request: Request, data: dict) -> dict:
     options = {"ocr": data.get("ocr", "auto")}
     callback = data.get("callback_url") or getattr(request.auth, "webhook_url", "")
     if callback:
+        if why := undeliverable(callback, settings.OCR_WEBHOOK_SCHEMES, settings.OCR_WEBHOOK_PORTS):
+            raise ApiError(400, ErrorCode.WEBHOOK_UNDELIVERABLE, why)
         options["callback_url"] = callback
     if "pages" in data:
         # The syntax now, before any bytes are read; the page count once the probe knows it.

@@ -11,7 +11,8 @@ the setting recipe: ``ocrsite/settings.py`` and its ``HELP`` line).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import PurePath
 from typing import Any
@@ -26,9 +27,19 @@ class DeploymentSettings:
     values: tuple[tuple[str, Any], ...] = ()
     threads: int = 0  # intra-op threads per engine in this process; 0: the engine's own choice
     memory_first: bool = False  # this process chose peak memory over CPU (the embedded CLI)
+    # The worker's shutdown flag (workers.drain): true once pages in flight should be handed back
+    # rather than waited on. Not part of the settings' identity (compare=False).
+    stopping: Callable[[], bool] = field(default=lambda: False, compare=False)
 
     @classmethod
-    def of(cls, settings: object, *, threads: int = 0, memory_first: bool = False) -> DeploymentSettings:
+    def of(
+        cls,
+        settings: object,
+        *,
+        threads: int = 0,
+        memory_first: bool = False,
+        stopping: Callable[[], bool] | None = None,
+    ) -> DeploymentSettings:
         """A frozen copy of ``settings``' (Django's, or any object's) upper-case plain values."""
         values = []
         for name in sorted(n for n in dir(settings) if n.isupper()):
@@ -38,7 +49,9 @@ class DeploymentSettings:
             elif not isinstance(value, _PLAIN):
                 continue  # dicts and objects (DATABASES, CACHES...): no engine reads them
             values.append((name, value))
-        return cls(tuple(values), threads=threads, memory_first=memory_first)
+        return cls(
+            tuple(values), threads=threads, memory_first=memory_first, **({"stopping": stopping} if stopping else {})
+        )
 
     @cached_property
     def _by_name(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -83,13 +84,15 @@ def claim_pages(page_ids: Iterable[int], move: PageMove) -> list[int]:
     return won
 
 
-def release_pages(page_ids: Iterable[int], claimed: PageStatus) -> list[int]:
-    """Hand claimed pages back to waiting; returns the ids that were still claimed."""
+def release_pages(page_ids: Iterable[int], claimed: PageStatus, *, refund: bool = False) -> list[int]:
+    """Hand claimed pages back to waiting; returns the ids that were still claimed. ``refund``
+    gives back the attempt the claim counted: the worker stopped before it tried (a shutdown)."""
     move = RELEASE[claimed]
     ids = list(page_ids)
+    fields = {"attempts": Greatest(F("attempts") - 1, 0)} if refund else {}
     with transaction.atomic():
         back = list(Page.objects.select_for_update().filter(pk__in=ids, status=move.frm).values_list("pk", flat=True))
-        Page.objects.filter(pk__in=back).update(status=move.to, updated_at=timezone.now())
+        Page.objects.filter(pk__in=back).update(status=move.to, updated_at=timezone.now(), **fields)
     return back
 
 

@@ -180,6 +180,14 @@ class RapidOcrRecognizer:
         ]
         return PageLines(lines, detected.detection_pass)
 
+    def read_crops(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+        """(text, confidence) of each line crop (BGR, text running across), no re-read."""
+        try:
+            with self._lock:
+                return self._read_crops(crops)
+        except Exception as exc:  # as read_page
+            raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
+
     @staticmethod
     def _rereads(config: CpuRecognizerConfig) -> bool:
         return config.reread_below > 0 and config.reread_model != config.rec_model
