@@ -34,11 +34,15 @@ TEST_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:543
 test: venv services
 	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# tests/unit/ alone, with no server behind it: SQLite in memory, a broker address nothing answers,
-# so a test that reaches for the stack fails here instead of passing on a developer's services.
+# Every test marked `fast` (tests/conftest.py: no database, broker or worker fixture, no django_db,
+# not slow/gpu/vllm/browser), wherever it lives, with no server behind it: SQLite in memory, a
+# broker address nothing answers, so a test that reaches for the stack fails here instead of
+# passing on a developer's services.
+FAST_WORKERS ?= 2
 test-fast: venv
 	DATABASE_URL=sqlite://:memory: CELERY_BROKER_URL=redis://127.0.0.1:1/0 \
-		OCR_MEDIA_ROOT=$(CURDIR)/var/test-fast-media $(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+		OCR_MEDIA_ROOT=$(CURDIR)/var/test-fast-media $(BIN)/python -m pytest tests -m fast \
+		-n $(FAST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-vllm: venv services
 	bash .ci/vllm.sh
