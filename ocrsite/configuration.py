@@ -74,6 +74,7 @@ HELP = {
     "OCR_MODEL_CACHE_DIR": "where derived models (the fast profile's Latin head) are written once",
     "OCR_CLI_MMAP_THRESHOLD": "bytes from which manage.py ocr has glibc map allocations on their own (0: glibc's)",
     "OCR_TEXT_LAYER_MIN_CHARS": "characters a PDF page needs to skip OCR",
+    "OCR_LOW_CONFIDENCE": "an OCR page whose confidence (character-weighted mean of its regions') is under this is flagged ocr:low-confidence",
     "OCR_PADDLE_MODEL_DIR": "PaddleOCR layout weights (shared volume); required for paddle layout and gpu jobs",
     "OCR_PADDLE_MODEL": "PaddleOCR layout model",
     "OCR_PADDLE_BATCH": "PaddleOCR predict batch size",

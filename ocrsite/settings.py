@@ -225,6 +225,11 @@ OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # is bounded by the pod's limit).
 OCR_CLI_MMAP_THRESHOLD = env_int("OCR_CLI_MMAP_THRESHOLD", 2 * 1024 * 1024)
 OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
+# An OCR page whose confidence (workers/content/confidence.py) is under this is flagged
+# ocr:low-confidence. Upside-down print and scripts the recogniser does not know read at
+# 0.51-0.80, upright print (dev scans, receipts, the bulletin) at 0.95 and more
+# (docs/rotation-and-conservation.md).
+OCR_LOW_CONFIDENCE = env_float("OCR_LOW_CONFIDENCE", 0.85)
 # What one PDF page may cost ingest (workers/budget.py): CPU seconds and memory (MB, on top of the
 # worker's own) of the child process that reads it, characters of text it yields, and a wall-clock
 # backstop. Past any of them the job fails input:too-complex.
@@ -348,10 +353,13 @@ REST_FRAMEWORK = {
     ],
     # Authenticated *and* acting for a tenant: a Django user needs an explicit TenantUser link.
     "DEFAULT_PERMISSION_CLASSES": ["apps.api.auth.ActsForTenant"],
+    # Every view is throttled: a new view without its own throttle gets the polls budget (cheap
+    # reads); submissions name SubmissionThrottle. Unauthenticated probes have no tenant to count.
+    "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttles.PollThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env_int("OCR_API_PAGE_SIZE", 50),
-    "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "apps.api.handlers.exception_handler",
     # ?format= selects markdown|json on the result endpoint, not a DRF renderer.
     "URL_FORMAT_OVERRIDE": None,
 }

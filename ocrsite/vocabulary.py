@@ -80,6 +80,24 @@ class CpuRuntime(StrEnum):
     AUTO = "auto"  # openvino where the CPU has AVX-512, onnxruntime elsewhere
 
 
+class PageFlag(StrEnum):
+    """What a finished page says about itself (``Page.flags``, gathered on ``Job.flags``): the one
+    list of page flags. Each reaches the JSON result (job and page ``flags``), the console (the
+    job list's *flags* filter, the job page's banner) and /metrics (``ocr_pages_flagged_total``,
+    ``ocr_jobs_flagged_total``, a series per flag here, zero until one is seen). A page is
+    ``done`` with its flags: they say what to check, not that it failed."""
+
+    # Conservation (born-digital pages, docs/rotation-and-conservation.md): what the page gave up
+    # to keep every word of its text layer.
+    CONSERVATION_TABLE_AS_TEXT = "conservation:table-as-text"
+    CONSERVATION_PAGE_AS_TEXT = "conservation:page-as-text"
+    CONSERVATION_WORDS_LOST = "conservation:words-lost"
+    # A scan whose reading did not confirm which way is up: left as submitted.
+    ORIENTATION_UNSURE = "orientation:unsure"
+    # An OCR page read with a confidence under OCR_LOW_CONFIDENCE.
+    OCR_LOW_CONFIDENCE = "ocr:low-confidence"
+
+
 class ErrorCode(StrEnum):
     """Stable codes clients and operators branch on. The prefix says who refused or failed."""
 
@@ -100,6 +118,7 @@ class ErrorCode(StrEnum):
     UPLOAD_MISSING = "upload:missing"  # no object arrived in storage under the slot
     UPLOAD_SIZE_MISMATCH = "upload:size-mismatch"
     UPLOAD_BAD_TOKEN = "upload:bad-token"
+    UPLOAD_ALREADY_SENT = "upload:already-sent"  # a slot takes one upload
     # Jobs and pages.
     JOB_NOT_FOUND = "job:not-found"
     JOB_NOT_READY = "job:not-ready"

@@ -40,19 +40,20 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import cv2
 import httpx2
 import numpy as np
 import openai
 
-from ocrsite.backoff import Backoff
+from ocrsite.backoff import backoff_s
 from ocrsite.vocabulary import ErrorCode
 from workers.content import tables
 from workers.engines import profiles, vlm_output
 from workers.engines.base import NOT_READ_TASKS, EngineError, LayoutBox, Recognition, RegionText
 from workers.engines.endpoint_slots import Drained, EndpointSlots, NoSlot
+from workers.engines.settings import DeploymentSettings
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,39 @@ class VllmConfig:
     slots_url: str = ""
     # The worker's shutdown flag: true once it should hand its pages back rather than wait.
     stopping: Callable[[], bool] = field(default=lambda: False, compare=False)
+
+    @classmethod
+    def from_settings(cls, s: DeploymentSettings) -> VllmConfig:
+        """The region recogniser's server (VLLM_*)."""
+        return cls(
+            **s.pick(
+                base_url="VLLM_BASE_URL",
+                profile="VLLM_PROFILE",
+                model="VLLM_MODEL",
+                api_key="VLLM_API_KEY",
+                max_in_flight="VLLM_MAX_IN_FLIGHT",
+                timeout_s="VLLM_TIMEOUT_S",
+                retries="VLLM_RETRIES",
+                backoff_s="VLLM_BACKOFF_S",
+                max_tokens="VLLM_MAX_TOKENS",
+                cancel_poll_s="VLLM_CANCEL_POLL_S",
+                overload_deadline_s="VLLM_OVERLOAD_DEADLINE_S",
+                global_max_in_flight="VLLM_GLOBAL_MAX_IN_FLIGHT",
+                slots_url="CELERY_BROKER_URL",
+            ),
+            stopping=s.stopping,
+        )
+
+    @classmethod
+    def page_from_settings(cls, s: DeploymentSettings) -> VllmConfig:
+        """The one-stage page model's (VLLM_PAGE_*): the region server's unless set apart."""
+        region = cls.from_settings(s)
+        return replace(
+            region,
+            profile=s.get("VLLM_PAGE_PROFILE", "deepseek-ocr"),
+            model=s.get("VLLM_PAGE_MODEL", ""),
+            base_url=s.get("VLLM_PAGE_BASE_URL", "") or region.base_url,
+        )
 
 
 @dataclass(frozen=True)
@@ -147,8 +181,6 @@ class VllmRecognizer:
         # A configured VLLM_MAX_TOKENS above the ceiling would make vLLM refuse every request.
         ceiling = profiles.token_ceiling(config.profile)
         self.max_tokens = min(config.max_tokens or ceiling, ceiling)
-        # Full jitter: spreads a burst of retries so they do not land together.
-        self._backoff = Backoff(config.backoff_s, config.backoff_max_s)
         self.in_flight = 0
         self.peak_in_flight = 0
         self._loop = asyncio.new_event_loop()
@@ -307,7 +339,7 @@ class VllmRecognizer:
                         error=(ErrorCode.VLLM_OVERLOADED, f"{exc} for {cfg.overload_deadline_s:.0f}s"),
                     )
                 overloads += 1
-                wait = self._backoff(overloads) if exc.pause else 0.0
+                wait = backoff_s(overloads, cfg.backoff_s, cfg.backoff_max_s) if exc.pause else 0.0
                 if exc.retry_after is not None:
                     wait = min(max(wait, exc.retry_after), cfg.backoff_max_s)
             except _Retryable as exc:
@@ -315,7 +347,7 @@ class VllmRecognizer:
                 failures += 1
                 if failures > cfg.retries:
                     return _Answer(error=(last[0], f"{last[1]} (after {failures} attempts)"), transient=True)
-                wait = self._backoff(failures)
+                wait = backoff_s(failures, cfg.backoff_s, cfg.backoff_max_s)
             except openai.APIStatusError as exc:
                 # 4xx other than 429: the request itself is wrong (image too large, bad model
                 # name); the same bytes will fail again.
