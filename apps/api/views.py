@@ -96,7 +96,7 @@ def job_options(request: Request, data: dict) -> dict:
     callback = data.get("callback_url") or getattr(request.auth, "webhook_url", "")
     if callback:
         if why := undeliverable(callback, settings.OCR_WEBHOOK_SCHEMES, settings.OCR_WEBHOOK_PORTS):
-            raise ApiError(400, ErrorCode.WEBHOOK_UNDELIVERABLE, why)
+            raise ApiError(ErrorCode.WEBHOOK_UNDELIVERABLE, why)
         options["callback_url"] = callback
     if "pages" in data:
         # The syntax now, before any bytes are read; the page count once the probe knows it.
