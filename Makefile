@@ -60,9 +60,9 @@ test-gpu-topology:
 # The whole stack under faults (tests/chaos): its own Redis, its own PostgreSQL cluster, gunicorn,
 # one worker per queue and beat; load, SIGKILLs, a Redis restart and a PostgreSQL crash + restart.
 # CHAOS_SIZE=full for the big run; CHAOS_ARGS="--seed N" repeats a run. Then a rolling upgrade of
-# every tier under load with a migration in between (tests/chaos/rolling.py, ~2 min at 30 jobs).
+# every tier under load with a migration in between (tests/chaos/rolling.py, ~2.5 min at 40 jobs).
 CHAOS_SIZE ?= ci
-ROLLING_JOBS ?= 30
+ROLLING_JOBS ?= 40
 test-chaos: venv services
 	$(BIN)/python -m tests.chaos --size $(CHAOS_SIZE) $(CHAOS_ARGS)
 	$(BIN)/python -m tests.chaos.rolling --jobs $(ROLLING_JOBS)
