@@ -328,20 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"eval: wrote {path.relative_to(ROOT)}", file=sys.stderr)
     if args.record_baseline:
         target = args.baseline or BASELINE
-        target.write_text(
-            json.dumps(
-                {
-                    "recorded": meta["finished"],
-                    "commit": meta["commit"],
-                    "slice": meta["slice"],
-                    "tolerance": args.tolerance if args.tolerance is not None else gates.DEFAULT_TOLERANCE,
-                    "classes": gates.class_f1(records),
-                },
-                indent=1,
-                ensure_ascii=False,
-            )
-            + "\n"
-        )
+        _write_baseline(target, records, meta, args.tolerance)
         print(f"eval: baseline written to {_show(target)}", file=sys.stderr)
 
     print(
@@ -393,14 +380,30 @@ def load_baseline(path: Path) -> tuple[dict, float | None]:
 
 def _rewrite_report(args) -> int:
     """The report and gates of a recorded run, rebuilt from its JSON (after a change to the report,
-    or to check it against another baseline); the run's pages are not run again."""
+    or to check it against another baseline); the run's pages are not run again. With ``--ci`` a
+    whole-corpus run gives its CI-slice pages' report (and, with ``--record-baseline``, their
+    baseline): the same pages through the same code."""
     from bench.evaluation import report
 
     data = json.loads(args.report_from.read_text())
     records, meta = data["pages"], data["meta"]
     for r in records:  # the size classes as defined now
         r["size"] = corpus.size_class(*(int(v) for v in r["pixels"].split("x")))
+    if args.ci and meta["slice"] != "ci":
+        wanted = {p.id for p in corpus.pages(corpus.load(), ci=True)}
+        records = [r for r in records if r["id"] in wanted]
+        meta = {**meta, "slice": "ci", "derived_from": _show(args.report_from), "pages": len(records)}
+        meta["documents"] = len({r["doc"] for r in records})
+        for key, field in (("ours_cpu_seconds", "cpu"),):
+            meta[key] = round(sum(r[field] for r in records), 1)
+        meta["tesseract_cpu_seconds"] = round(sum((r["tesseract"] or {}).get("cpu", 0) for r in records), 1)
+        meta["cpu_seconds"] = round(meta["ours_cpu_seconds"] + meta["tesseract_cpu_seconds"], 1)
     ci = meta["slice"] == "ci"
+    if args.record_baseline:
+        target = args.baseline or BASELINE
+        _write_baseline(target, records, meta, args.tolerance)
+        print(f"eval: baseline written to {_show(target)}", file=sys.stderr)
+        return 0
     baseline_path = None if meta["only"] else (args.baseline or _default_baseline(ci))
     if baseline_path is not None and baseline_path.resolve() == args.report_from.resolve():
         # A run is not its own baseline: the one recorded before it is.
@@ -417,3 +420,21 @@ def _rewrite_report(args) -> int:
     for line in verdict.lines():
         print(f"eval: FAIL {line}", file=sys.stderr)
     return 1 if args.gate and not verdict.passed else 0
+
+
+def _write_baseline(target: Path, records: list[dict], meta: dict, tolerance: float | None) -> None:
+    target.write_text(
+        json.dumps(
+            {
+                "recorded": meta["finished"],
+                "commit": meta["commit"],
+                "slice": meta["slice"],
+                **({"derived_from": meta["derived_from"]} if meta.get("derived_from") else {}),
+                "tolerance": tolerance if tolerance is not None else gates.DEFAULT_TOLERANCE,
+                "classes": gates.class_f1(records),
+            },
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
