@@ -37,9 +37,24 @@ BENCHMARKS = {
         "PDF page reading in ingest's budgeted child vs in process; poison pages",
     ),
     "bigdocs": ("bench.bigdocs", "run", "2,000-page born-digital and 300-page scanned PDFs: RSS, first page, pages/s"),
+    "tenancy": (
+        "bench.tenancy",
+        "run",
+        "another tenant's delay under each bomb of issue 35; the door's answer time; gunicorn workers killed",
+    ),
     "cpu-knobs": ("bench.cpu_engine", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
-DEFAULT = ("cpu-engine", "memory", "text-layer", "pipeline", "ingest", "tables", "orientation", "script")
+DEFAULT = (
+    "cpu-engine",
+    "memory",
+    "text-layer",
+    "pipeline",
+    "ingest",
+    "tables",
+    "orientation",
+    "tenancy",
+    "script",
+)
 
 
 def main(argv: list[str]) -> int:

@@ -99,7 +99,7 @@ def create_job(request: JobRequest, source: Source, *, admit: Admit | None = Non
             job.save()
             claimed = source.claim(job)
             if claimed:
-                transaction.on_commit(lambda: send_ingest(job.pk))
+                transaction.on_commit(lambda: send_ingest(job.pk, job.tenant))
             else:
                 transaction.set_rollback(True)
     except IntegrityError:
@@ -128,11 +128,11 @@ def select_pages(found: Probe, options: dict | None) -> Probe:
     return Probe(kind=found.kind, page_count=len(page_ranges.select(spec, found.page_count)))
 
 
-def send_ingest(job_id) -> None:
+def send_ingest(job_id, tenant: str | None = None) -> None:
     """After the commit the job is accepted for good: a broker that fails now must not turn the
     answer into an error. The queued row is the record; the sweep sends its ingest once the row
     is OCR_STALE_AFTER old."""
     try:
-        enqueue.ingest(job_id)
+        enqueue.ingest(job_id, tenant)
     except (BrokerError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         log.warning("job accepted but its ingest could not be sent (%s); the sweep will send it", exc)
