@@ -130,3 +130,13 @@ def test_real_scans_in_scripts_without_a_recogniser_are_flagged_and_latin_ones_a
     assert (read.script, read.flags) == (script, flags)
     if script == SCRIPT_UNSUPPORTED:
         assert all(line.confidence >= 0.8 for line in read.lines)
+
+
+@pytest.mark.parametrize("name", ["udhr_rus.pdf", "udhr_bul.pdf"])
+def test_cyrillic_pages_are_flagged_though_the_full_head_is_sure_of_their_commas(fast, name):
+    """The UDHR in Russian and Bulgarian (the evaluation corpus's pages, bench/corpus/files/udhr):
+    the full head reads Cyrillic lines as spaces and commas, confidently; that reads nothing."""
+    with pymupdf.open(BUNDLED_DATA.parent.parent / "bench" / "corpus" / "files" / "udhr" / name) as doc:
+        read = fast.read_page(_render(doc[0]))
+    assert (read.script, read.flags) == (SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,))
+    assert all(any(c.isalnum() for c in line.text) for line in read.lines), "no lines of bare punctuation"

@@ -37,6 +37,15 @@ def test_the_full_head_reading_of_the_sample_decides(readings, expected):
     assert check.flags == ((script.FLAG_SCRIPT_UNSUPPORTED,) if expected == script.SCRIPT_UNSUPPORTED else ())
 
 
+def test_a_sure_reading_of_spaces_and_commas_has_read_nothing():
+    """What the full head makes of Cyrillic lines (the UDHR in Russian): sure, and almost empty."""
+    readings = [("         ", 0.95), ("  ,  ,     ", 0.93), ("     ,     ; ", 0.94)]
+    assert script.judge(readings).script == script.SCRIPT_LATIN, "by confidence alone"
+    assert script.judge(readings, [20.0, 24.0, 22.0]).script == script.SCRIPT_UNSUPPORTED
+    assert script.judge([("Invoice total due", 0.93)], [9.0]).script == script.SCRIPT_LATIN
+    assert script.judge([("文字認識の評価用ページ", 0.99)], [11.5]).script == script.SCRIPT_CJK
+
+
 def test_a_page_read_well_without_a_check_is_named_by_its_characters():
     assert script.script_of([("盐城高新区投资集团", 0.99), ("AA+", 0.99)]) == script.SCRIPT_CJK
     assert script.script_of([("Hello world", 0.99)]) == script.SCRIPT_LATIN

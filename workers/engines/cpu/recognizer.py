@@ -263,14 +263,15 @@ class RapidOcrRecognizer:
         if not self.config.script_check or not script_check.needs_check(scores):
             read = self._reread_unsure(crops, read)
             return read, script_check.script_of(read), ()
-        picked = script_check.sample(scores, [crop.shape[1] / max(1, crop.shape[0]) for crop in crops])
+        widths = [crop.shape[1] / max(1, crop.shape[0]) for crop in crops]
+        picked = script_check.sample(scores, widths)
         full = self._full_head_recognizer()
         again = (
             [read[i] for i in picked]
             if full is self._recognition
             else self._read_crops([crops[i] for i in picked], full, width_step=0)
         )
-        check = script_check.judge(again)
+        check = script_check.judge(again, [widths[i] for i in picked])
         log.debug("script check: %s (confidence %.3f, CJK share %.2f)", check.script, check.confidence, check.cjk_share)
         if check.script == script_check.SCRIPT_CJK and full is not self._recognition:
             rest = [i for i in range(len(crops)) if i not in set(picked)]
@@ -285,7 +286,10 @@ class RapidOcrRecognizer:
         if check.script == script_check.SCRIPT_UNSUPPORTED:
             # What was read with confidence (numbers, Latin words) stays; the rest is lookalike
             # symbols from a recogniser that does not know the script, and is not passed off as text.
-            read = [(text, score) if score >= script_check.UNSURE_BELOW else ("", 0.0) for text, score in read]
+            read = [
+                (text, score) if score >= script_check.UNSURE_BELOW and any(c.isalnum() for c in text) else ("", 0.0)
+                for text, score in read
+            ]
         return read, check.script, check.flags
 
     def _full_head_recognizer(self):

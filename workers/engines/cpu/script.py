@@ -47,6 +47,9 @@ SAMPLE_LINES = 12
 # count as read at all; its CJK characters must make up this share of it to make the page CJK.
 SURE_ABOVE = 0.8
 CJK_SHARE_MIN = 0.3
+# A line of print holds about one character per line height (CJK) to two (Latin); a reading of a
+# sampled line with under this many letters or digits per line height has read almost nothing.
+MIN_CHARS_PER_HEIGHT = 0.25
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,16 @@ def sample(scores: Sequence[float], widths: Sequence[float], n: int = SAMPLE_LIN
     return sorted(unsure, key=lambda i: -widths[i])[:n]
 
 
-def judge(readings: Sequence[tuple[str, float]]) -> ScriptCheck:
-    """The script of a page from the full-head model's ``(text, confidence)`` on its sampled lines."""
+def judge(readings: Sequence[tuple[str, float]], widths: Sequence[float] | None = None) -> ScriptCheck:
+    """The script of a page from the full-head model's ``(text, confidence)`` on its sampled lines;
+    ``widths``: each line crop's width in line heights. A reading with fewer than
+    ``MIN_CHARS_PER_HEIGHT`` letters or digits per line height read nothing there, however sure it
+    is of its spaces and commas (what the full head makes of Cyrillic), and counts as unread."""
+    if widths is not None:
+        readings = [
+            (t, s) if sum(c.isalnum() for c in t) >= MIN_CHARS_PER_HEIGHT * w else ("", 0.0)
+            for (t, s), w in zip(readings, widths, strict=True)
+        ]
     chars = sum(len(t.strip()) for t, _ in readings)
     if not chars:
         return ScriptCheck(SCRIPT_UNSUPPORTED, 0.0, 0.0)
