@@ -58,8 +58,9 @@ class CpuRecognizerConfig:
     # same as rec_head. A line still unsure after the re-read (under script.UNSURE_BELOW) is read
     # once more by the small model's full head where the script check is on (loaded on first need),
     # so a line of Chinese or Japanese on a Latin page is read in its script. Re-reading every unsure
-    # line with the full head instead read the same words on the dev pages but cost ~4 % more CPU
-    # there (the full classifier), and held ~15 MB more from start-up: fast keeps the Latin head.
+    # line with the full head instead read the same words on the dev pages but cost more CPU there
+    # (the full classifier) and more memory from start-up (docs/benchmarks.md, "Figures behind the
+    # CPU engine's defaults"): fast keeps the Latin head.
     reread_head: str = ""
     # A probe box is kept when its mean text probability reaches this (rapidocr's default 0.5).
     # The tiny detector is less sure of short isolated marks (list numbers "2", "3"): the fast
@@ -94,10 +95,10 @@ class CpuRecognizerConfig:
     # under tile_max_shrink of its size and the median line found there is under tile_min_line_px
     # (or nothing is found, or the boxes are merged blocks of small print) the page is read again
     # in overlapping full-width bands at the scale that makes its lines about tile_line_px tall,
-    # never enlarged (workers.engines.cpu.tiles). A 200-dpi A4 page shrinks only to 0.85, and the
-    # dev set's smallest print (the 6-pt NICS table, shrunk to 0.71) measures 16 px there and reads
-    # well: neither is banded. Han print needs more: a 4959x7017 poster of CJK pages (0.29, lines
-    # ~12 px) read 0.925 character F1 shrunk, 1.000 in bands. tile_min_line_px 0: always shrink.
+    # never enlarged (workers.engines.cpu.tiles). A 200-dpi A4 page shrinks only mildly and the dev
+    # set's smallest print (the 6-pt NICS table) reads well shrunk: neither is banded; Han print
+    # needs more pixels than Latin (figures: docs/benchmarks.md, "Figures behind the CPU engine's
+    # defaults"). tile_min_line_px 0: always shrink.
     tile_max_shrink: float = 0.5
     tile_min_line_px: float = 20.0
     tile_line_px: float = 32.0

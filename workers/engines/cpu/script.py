@@ -2,9 +2,9 @@
 
 The default recogniser (PP-OCRv6 tiny with its classifier cut to Latin, ``models.latin_rec_model``)
 cannot answer anything but Latin, Greek and symbols: a Chinese, Japanese or Korean line comes back
-as a string of lookalike symbols. It does come back unsure, though: on the dev set's Latin pages at
-most 4 % of a page's lines read under ``UNSURE_BELOW``; on CJK and Korean pages 37-100 % did
-(docs/benchmarks.md, "Script"). So a page whose share of unsure lines reaches ``CHECK_SHARE`` has a
+as a string of lookalike symbols. It does come back unsure, though: on the dev set's Latin pages
+few lines read under ``UNSURE_BELOW``, on CJK and Korean pages most do (docs/benchmarks.md,
+"Script and scale"). So a page whose share of unsure lines reaches ``CHECK_SHARE`` has a
 sample of those lines read again by the full-head small model (Han, kana, Latin; 18,708 classes),
 and what that reading is made of decides:
 
@@ -12,7 +12,8 @@ and what that reading is made of decides:
   ``CJK_SHARE_MIN`` of it: the whole page is read by the full-head model (``SCRIPT_CJK``).
 * ``latin``: the sample reads confidently but is not CJK (a faint or small-print Latin page): the
   page keeps what the Latin recogniser read.
-* ``unsupported``: neither recogniser reads the sample with confidence. No recogniser shipped here
+* ``unsupported``: neither recogniser reads the sample with confidence, or the full head is sure
+  of almost nothing in it (spaces and commas: what it makes of Cyrillic, ``MIN_CHARS_PER_HEIGHT``). No recogniser shipped here
   knows Hangul, Cyrillic, Arabic, Hebrew or Devanagari (the registries were searched:
   docs/benchmarks.md), so such a page is flagged ``script:unsupported`` rather than passed off
   as read. A Latin page too damaged for either recogniser to read with confidence is flagged the

@@ -2,7 +2,7 @@
 
 A page is first scaled to fit ``det_max_side`` (2,000 px) for detection, as every page is. On a
 poster, an A3 spread or a flatbed scan of a small receipt that shrink can leave print a few pixels
-tall, which no recogniser reads (a 4578x8647 px Chinese page read 0.53 character F1 so). When the
+tall, which no recogniser reads (docs/benchmarks.md, "Script and scale"). When the
 lines found on the shrunk page say the print is too small there (``needs_bands``), the page is read
 again in horizontal bands, full width, at the scale that gives its lines about ``line_px`` pixels
 (never enlarged): each band is cut from the page and scaled on its own, so no more than one band's
