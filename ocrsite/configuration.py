@@ -131,6 +131,12 @@ HELP = {
     "OCR_PASSWORD_MIN_LENGTH": "minimum password length (Django's password validators)",
     "OCR_BACKPRESSURE_RETRY_AFTER": "Retry-After seconds on a backpressure 503",
     "OCR_IDEMPOTENCY_HOURS": "how long an Idempotency-Key names its job for the tenant",
+    "OCR_RESULT_CACHE": "answer a document already read (same bytes, pages, options, engine and model versions) "
+    "with its stored result, no page work",
+    "OCR_RESULT_CACHE_SHARED": "let the result cache answer one tenant with another tenant's result "
+    "(off: each tenant's results serve only that tenant)",
+    "OCR_RESULT_CACHE_VERSION": "a label in every cache key: change it to stop reusing earlier results "
+    "(a model replaced under the same served name)",
     "OIDC_ISSUER": "issuer URL; bearer JWTs must carry exactly this iss (empty: OIDC off)",
     "OIDC_AUDIENCE": "required aud of bearer JWTs",
     "OIDC_JWKS_URL": "where the issuer's signing keys are fetched (empty: issuer + /.well-known/jwks.json)",

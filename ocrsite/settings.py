@@ -413,6 +413,13 @@ OCR_BACKPRESSURE_PAGES = env_int("OCR_BACKPRESSURE_PAGES", 2_000)
 OCR_BACKLOG_SHARE = env_float("OCR_BACKLOG_SHARE", 1.0)
 OCR_BACKPRESSURE_RETRY_AFTER = env_int("OCR_BACKPRESSURE_RETRY_AFTER", 30)
 OCR_IDEMPOTENCY_HOURS = env_int("OCR_IDEMPOTENCY_HOURS", 24)
+# The result cache (apps/jobs/services/result_cache.py): a document already read with the same
+# pages, options and engine versions is answered with the stored result, no page work. Per tenant
+# unless SHARED; bump VERSION to stop reusing every earlier result (a model swapped under the
+# same served name, a change in the pipeline's output).
+OCR_RESULT_CACHE = env_bool("OCR_RESULT_CACHE", True)
+OCR_RESULT_CACHE_SHARED = env_bool("OCR_RESULT_CACHE_SHARED", False)
+OCR_RESULT_CACHE_VERSION = env_str("OCR_RESULT_CACHE_VERSION", "")
 
 # OIDC bearer tokens: off while OIDC_ISSUER is empty. Keys come from OIDC_JWKS_FILE if set, else
 # OIDC_JWKS_URL (default: the issuer's /.well-known/jwks.json), cached OIDC_JWKS_CACHE_SECONDS.

@@ -34,10 +34,14 @@ def assemble_result(job_id: str) -> None:
     pages = page_dicts(job)
     markdown = formats.to_markdown(pages)
     payload = formats.to_json(job_summary(job), pages)
-    md_name = services.save_bytes(f"results/{job.pk}.md", markdown.encode())
-    json_name = services.save_bytes(f"results/{job.pk}.json", payload.encode())
+    # A rerun writes new names: the first attempt's files may still be named by jobs answered
+    # from the result cache (services.result_cache), and must not change under them.
+    stem = f"results/{job.pk}" if job.attempt <= 1 else f"results/{job.pk}-a{job.attempt}"
+    md_name = services.save_bytes(f"{stem}.md", markdown.encode())
+    json_name = services.save_bytes(f"{stem}.json", payload.encode())
     if services.finish_job(job.pk, md_name, json_name):
         services.record(job.pk, "assemble", started=started, detail={"pages": len(pages)})
+        services.register_result(job.pk)
 
 
 def job_summary(job: Job) -> dict:

@@ -74,6 +74,12 @@ class ProgressSerializer(serializers.Serializer):
 
 class JobSerializer(serializers.ModelSerializer):
     progress = serializers.SerializerMethodField()
+    cached_from = serializers.UUIDField(
+        source="cached_from_id",
+        read_only=True,
+        allow_null=True,
+        help_text="set when the result cache answered this job: the job whose result it shares (no page work)",
+    )
     error = serializers.SerializerMethodField()
     links = serializers.SerializerMethodField()
 
@@ -88,6 +94,7 @@ class JobSerializer(serializers.ModelSerializer):
             "sha256",
             "size_bytes",
             "attempt",
+            "cached_from",
             "progress",
             "error",
             "created_at",

@@ -33,6 +33,7 @@ from django.utils import timezone
 from apps.jobs import services
 from apps.jobs.documents import CONTENT_TYPES, SNIFF_BYTES, InputError, Probe, probe, sniff
 from apps.jobs.models import DirectUpload, Job
+from apps.jobs.services import result_cache
 from ocrsite.vocabulary import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -128,15 +129,18 @@ def submit_uploaded(
         page_count=found.page_count,
     )
     job.source.name = slot.key  # the object stays where the client put it
+    result_cache.prepare(job, page_count=found.page_count)
+    cached = False
     try:
         with transaction.atomic():
+            cached = result_cache.answer_from_cache(job)
             job.save()
             # The same condition as the upload sweep's: a slot it took makes no job.
             claimed = DirectUpload.objects.filter(pk=slot.pk, job__isnull=True, discarded_at__isnull=True).update(
                 job=job, refused_code=""
             )
             if claimed:
-                transaction.on_commit(lambda: services.send_ingest(job.pk))
+                services.start_or_finish(job, cached)
             else:
                 # A concurrent request consumed the slot first (its job is the answer, ours goes),
                 # or the sweep took it.
@@ -155,7 +159,12 @@ def submit_uploaded(
         if slot.job is None:
             raise _discarded()
         return _replayed(slot.job)
-    log.info("job submitted from a direct upload", extra={"job_id": str(job.pk), "pages": found.page_count})
+    if cached and undo:
+        undo()  # answered from the result cache: nothing to charge
+    log.info(
+        "job submitted from a direct upload",
+        extra={"job_id": str(job.pk), "pages": found.page_count, "cached": cached},
+    )
     return job
 
 

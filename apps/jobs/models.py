@@ -58,6 +58,11 @@ class Job(models.Model):
 
     result_markdown = models.FileField(upload_to="results/", max_length=255, blank=True)
     result_json = models.FileField(upload_to="results/", max_length=255, blank=True)
+    # The result cache's key for this job (services.result_cache): sha256 of the document, page
+    # selection, output options and engine/model versions. A job answered from the cache keeps
+    # the producer's result files (names, not copies) and names the producer in ``cached_from``.
+    result_key = models.CharField(max_length=64, blank=True, default="")
+    cached_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reused_by")
     # Set when the payload and results were deleted (retention or an operator); the row stays.
     purged_at = models.DateTimeField(null=True, blank=True)
 
@@ -232,6 +237,32 @@ class StageEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stage} {self.outcome}"
+
+
+class CachedResult(models.Model):
+    """A done job's result, offered to later jobs with the same key (``services.result_cache``).
+
+    ``scope`` is the tenant whose jobs may reuse it, or "" when OCR_RESULT_CACHE_SHARED lets every
+    tenant's. The files belong to ``job``, the producer; a purge deletes them only when no
+    unpurged job still names them, and deletes this row first, so no new job can point at bytes
+    on their way out.
+    """
+
+    scope = models.CharField(max_length=100, blank=True, default="")
+    key = models.CharField(max_length=64)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="cached_results")
+    result_markdown = models.CharField(max_length=255)
+    result_json = models.CharField(max_length=255)
+    page_count = models.PositiveIntegerField(default=0)
+    hits = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "key"], name="cached_result_scope_key")]
+        indexes = [models.Index(fields=["result_json"], name="cached_result_json")]
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]} ({self.scope or 'shared'})"
 
 
 class DirectUpload(models.Model):

@@ -4,6 +4,8 @@ By concern, one module each:
 
 - ``intake``: ``submit`` probes, stores and queues a document (``idempotency``: a retried
   submission gets its first job back);
+- ``result_cache``: a job whose document, pages, options and engine versions were read before is
+  answered with that result (a row naming it, no page work); done jobs offer theirs;
 - ``transitions``: the pipeline's status moves, each a compare-and-set (claims, releases, a page's
   finish that counts it on the job and, for its last page, sends assembly), and the signals sent
   when a page or a job ends;
@@ -28,8 +30,10 @@ from apps.jobs.services.intake import (
     default_limits,
     select_pages,
     send_ingest,
+    start_or_finish,
     submit,
 )
+from apps.jobs.services.result_cache import register as register_result
 from apps.jobs.services.retention import RETENTION_ACTOR, Purged, purge_expired
 from apps.jobs.services.storage import save_bytes
 from apps.jobs.services.timeline import WORKER, record
@@ -76,7 +80,9 @@ __all__ = [
     "rerun",
     "reset_pages",
     "retry",
+    "register_result",
     "save_bytes",
     "start_job",
+    "start_or_finish",
     "submit",
 ]

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from apps.jobs import enqueue
 from apps.jobs.models import Job, Page, Region
+from apps.jobs.services import result_cache
 from apps.jobs.services.storage import delete_stored
 from apps.jobs.services.timeline import record
 from apps.jobs.services.transitions import job_finished
@@ -66,6 +67,9 @@ def rerun(job_id, actor: str = "") -> bool:
         if job is None or job.status in Job.ACTIVE or not job.source:
             return False
         job.pages.all().delete()
+        stale = result_cache.release(job)
+        transaction.on_commit(lambda: delete_stored(stale, job.pk))
+        job.cached_from = None
         job.status = Job.Status.QUEUED
         job.attempt += 1
         job.pages_done = job.pages_failed = 0
@@ -89,7 +93,9 @@ def purge(job_id, actor: str = "") -> bool:
         if job is None or job.status in Job.ACTIVE or job.purged_at:
             return False
         images = list(job.pages.exclude(image="").values_list("image", flat=True))
-        names = [n for n in (job.source.name, job.result_markdown.name, job.result_json.name, *images) if n]
+        # Result files other jobs still name (the result cache's) stay until their last user goes.
+        results = result_cache.release(job)
+        names = [n for n in (job.source.name, *results, *images) if n]
         regions = Region.objects.filter(page__job=job)
         deleted_regions, _ = regions.delete()  # region text is a result too
         now = timezone.now()

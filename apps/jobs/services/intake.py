@@ -13,12 +13,16 @@ from django.conf import settings
 from django.core.files.base import File
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from apps.jobs import enqueue, page_ranges
 from apps.jobs.documents import InputError, Probe, probe
 from apps.jobs.models import Job
+from apps.jobs.services import result_cache
 from apps.jobs.services.idempotency import idempotent_job
+from apps.jobs.services.timeline import record
+from apps.jobs.services.transitions import job_finished
 from ocrsite.vocabulary import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -88,12 +92,14 @@ def submit(
         size_bytes=upload.size,
         page_count=found.page_count,
     )
+    result_cache.prepare(job, page_count=found.page_count)
     # The stored name is ours: the client's filename never reaches a path.
     job.source.save(f"{job.pk}.{found.kind}", File(upload.stream), save=False)
     try:
         with transaction.atomic():
+            cached = result_cache.answer_from_cache(job)
             job.save()
-            transaction.on_commit(lambda: send_ingest(job.pk))
+            start_or_finish(job, cached)
     except IntegrityError:
         # Only the (tenant, idempotency_key) constraint can fail here: a concurrent request with
         # the same key inserted first. Its job is the answer; ours leaves nothing behind.
@@ -103,8 +109,21 @@ def submit(
         if idempotency_key and (earlier := idempotent_job(tenant, idempotency_key, job.sha256)):
             return earlier
         raise
-    log.info("job submitted", extra={"job_id": str(job.pk), "pages": found.page_count})
+    if cached and undo:
+        undo()  # nothing will be read: the tenant's page quota and the backlog are not charged
+    log.info("job submitted", extra={"job_id": str(job.pk), "pages": found.page_count, "cached": cached})
     return job
+
+
+def start_or_finish(job: Job, cached: bool) -> None:
+    """After a new job's row is written, in its transaction: ingest once it commits, or, for a
+    job answered from the result cache, its timeline line and the finished signal (webhooks)."""
+    if not cached:
+        transaction.on_commit(lambda: send_ingest(job.pk))
+        return
+    now = timezone.now()
+    record(job.pk, "cache", started=now, detail={"from": str(job.cached_from_id), "pages": job.page_count})
+    job_finished.send(sender=Job, job_id=job.pk)
 
 
 def select_pages(found: Probe, options: dict | None) -> Probe:
