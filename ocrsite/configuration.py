@@ -135,6 +135,10 @@ HELP = {
     "with its stored result, no page work",
     "OCR_RESULT_CACHE_SHARED": "let the result cache answer one tenant with another tenant's result "
     "(off: each tenant's results serve only that tenant)",
+    "OCR_BATCH_EXPAND_CHUNK": "a batch's items made into jobs per expansion step",
+    "OCR_BATCH_WINDOW": "a batch's unfinished jobs at most; its next items wait until fewer remain",
+    "OCR_BATCH_POLL_SECONDS": "how often a running batch's expansion looks again (new items, the end)",
+    "OCR_BATCH_MAX_ITEMS": "most keys or upload ids one batch's list may name (a prefix has no limit)",
     "OCR_RESULT_CACHE_VERSION": "a label in every cache key: change it to stop reusing earlier results "
     "(a model replaced under the same served name)",
     "OIDC_ISSUER": "issuer URL; bearer JWTs must carry exactly this iss (empty: OIDC off)",

@@ -49,7 +49,7 @@ def test_every_target_renders_without_duplicates(target):
     docs = m.render(target)
     keys = [(d["kind"], d["metadata"]["name"]) for d in docs]
     assert len(keys) == len(set(keys))
-    assert all(d["metadata"].get("namespace") == "ocr" for d in docs if d["kind"] not in ("Namespace", "StorageClass"))
+    assert all(d["metadata"].get("namespace") == "ocr" for d in docs if d["kind"] not in ("Namespace", "StorageClass", "PriorityClass"))
 
 
 def test_gpu_pods_tolerate_and_select_a_tainted_pool_of_their_card(cloud, docs, pools):
@@ -115,7 +115,7 @@ def test_gpu_deployments_recreate(docs):
 
 def test_keda_wakes_on_one_and_sleeps_at_zero(docs):
     scaled = {d["spec"]["scaleTargetRef"]["name"]: d["spec"] for d in docs if d["kind"] == "ScaledObject"}
-    assert set(scaled) == {"worker-layout", "worker-ocr", "vllm"}
+    assert set(scaled) == {"worker-layout", "worker-ocr", "worker-bulk", "vllm"}
     for target, spec in scaled.items():
         assert spec["minReplicaCount"] == 0, target
         metric = [t for t in spec["triggers"] if t["type"] != "cron"]
@@ -279,14 +279,14 @@ def test_cloudless_targets_have_no_load_balancer(target):
 
 
 def test_workers_get_time_to_finish_their_pages_on_scale_down(docs):
-    for name in ("worker-cpu", "worker-layout", "worker-ocr"):
+    for name in ("worker-cpu", "worker-layout", "worker-ocr", "worker-bulk"):
         spec = m.find(docs, "Deployment", name)["spec"]["template"]["spec"]
         assert spec.get("terminationGracePeriodSeconds", 30) >= 120, name
 
 
 def test_each_worker_consumes_the_queue_its_scaler_watches(docs):
     queues = {}
-    for name in ("worker-cpu", "worker-layout", "worker-ocr"):
+    for name in ("worker-cpu", "worker-layout", "worker-ocr", "worker-bulk"):
         command = m.find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]["command"]
         queues[name] = command[command.index("-Q") + 1]
     assert set(queues.values()) == {q.value for q in Queue}

@@ -18,7 +18,7 @@ from django.db import transaction
 from apps.jobs import enqueue, services, states
 from apps.jobs.models import Page
 from ocrsite.celery import app
-from ocrsite.vocabulary import TaskName
+from ocrsite.vocabulary import Queue, TaskName
 from workers import batching, engine_setup
 from workers.batching import Collector
 from workers.engines.base import EngineError, LayoutBox, LayoutEngine
@@ -35,8 +35,15 @@ from workers.stage import PageStage
 def detect_layout(requests: list) -> None:
     """Pages collected from any jobs, in passes of at most OCR_LAYOUT_BATCH. Messages are acked
     after the pass; pages that failed transiently are sent again with backoff."""
-    for chunk in batching.chunked(batching.page_ids_of(requests), settings.OCR_LAYOUT_BATCH):
-        detect_pages(chunk)
+    lanes: dict[Queue | None, list] = {}
+    for request in requests:
+        # Pages taken from the bulk queue go on to recognition on the bulk lane too.
+        delivered = (getattr(request, "delivery_info", None) or {}).get("routing_key")
+        lanes.setdefault(Queue.BULK if delivered == Queue.BULK else None, []).append(request)
+    for queue, group in lanes.items():
+        with enqueue.lane(queue):
+            for chunk in batching.chunked(batching.page_ids_of(group), settings.OCR_LAYOUT_BATCH):
+                detect_pages(chunk)
 
 
 # Boxes (or the page's own failure) and the engine's name, per page id.

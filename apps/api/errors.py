@@ -30,6 +30,10 @@ _INPUT_STATUS = {
     ErrorCode.UPLOAD_EXPIRED: 410,
     ErrorCode.UPLOAD_BAD_TOKEN: 403,
     ErrorCode.REQUEST_BAD_PAGES: 400,
+    ErrorCode.REQUEST_INVALID: 400,
+    ErrorCode.BATCH_PREFIX_NOT_ALLOWED: 403,
+    ErrorCode.BATCH_EMPTY: 400,
+    ErrorCode.BATCH_TOO_MANY_ITEMS: 413,
 }
 
 

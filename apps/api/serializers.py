@@ -4,8 +4,9 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.jobs import batches
 from apps.jobs.documents import CONTENT_TYPES
-from apps.jobs.models import Job
+from apps.jobs.models import Batch, Job
 
 
 class JobCreateSerializer(serializers.Serializer):
@@ -40,6 +41,84 @@ class JobCreateSerializer(serializers.Serializer):
         if ("file" in attrs) == ("upload" in attrs):
             raise serializers.ValidationError("give exactly one of file or upload")
         return attrs
+
+
+class BatchCreateSerializer(serializers.Serializer):
+    """A batch: one source (a storage prefix, object keys, or direct-upload ids) and job options."""
+
+    prefix = serializers.CharField(
+        required=False, max_length=1024, help_text="every object under this key prefix (within the tenant's)"
+    )
+    keys = serializers.ListField(
+        child=serializers.CharField(max_length=1024), required=False, help_text="these object keys"
+    )
+    uploads = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, help_text="these direct uploads' ids"
+    )
+    engine = serializers.ChoiceField(choices=Job.Engine.choices, required=False)
+    ocr = serializers.ChoiceField(choices=[("auto", "auto"), ("force", "force")], required=False, default="auto")
+    pages = serializers.CharField(required=False, allow_blank=False, max_length=2000)
+
+    def validate(self, attrs: dict) -> dict:
+        if sum(name in attrs for name in ("prefix", "keys", "uploads")) != 1:
+            raise serializers.ValidationError("give exactly one of prefix, keys or uploads")
+        return attrs
+
+
+class BatchProgressSerializer(serializers.Serializer):
+    items = serializers.IntegerField(help_text="items made into jobs so far")
+    expanded = serializers.BooleanField(help_text="every item has its job")
+    fraction = serializers.FloatField(help_text="items ended / items (0 until expanded)")
+    jobs = serializers.DictField(child=serializers.IntegerField(), help_text="jobs by status")
+    pages_in = serializers.IntegerField()
+    pages_done = serializers.IntegerField()
+    pages_failed = serializers.IntegerField()
+    pages_cancelled = serializers.IntegerField()
+
+
+class BatchSerializer(serializers.ModelSerializer):
+    progress = serializers.SerializerMethodField()
+    links = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Batch
+        fields = [
+            "id",
+            "status",
+            "source",
+            "prefix",
+            "engine",
+            "options",
+            "created_at",
+            "finished_at",
+            "progress",
+            "links",
+        ]
+
+    @extend_schema_field(BatchProgressSerializer)
+    def get_progress(self, batch: Batch) -> dict:
+        p = batches.progress(batch)
+        return {
+            "items": p.items,
+            "expanded": p.expanded,
+            "fraction": p.fraction,
+            "jobs": p.jobs,
+            "pages_in": p.pages_in,
+            "pages_done": p.pages_done,
+            "pages_failed": p.pages_failed,
+            "pages_cancelled": p.pages_cancelled,
+        }
+
+    def get_links(self, batch: Batch) -> dict[str, str]:
+        request = self.context.get("request")
+
+        def absolute(path: str) -> str:
+            return request.build_absolute_uri(path) if request else path
+
+        return {
+            "self": absolute(reverse("batch-detail", args=[batch.pk])),
+            "manifest": absolute(reverse("batch-manifest", args=[batch.pk])),
+        }
 
 
 class UploadCreateSerializer(serializers.Serializer):

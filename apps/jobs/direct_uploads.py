@@ -80,6 +80,7 @@ def submit_uploaded(
     limits: services.Limits,
     admit: Callable[[Probe], Callable[[], None] | None] | None = None,
     idempotency_key: str = "",
+    batch=None,
 ) -> Job:
     """The job for an uploaded slot (created once; asked again, the same job, ``replayed``).
 
@@ -127,6 +128,8 @@ def submit_uploaded(
         sha256=digest,
         size_bytes=slot.size_bytes,
         page_count=found.page_count,
+        batch=batch,
+        batch_item=str(slot.pk) if batch else "",
     )
     job.source.name = slot.key  # the object stays where the client put it
     result_cache.prepare(job, page_count=found.page_count)
@@ -166,6 +169,30 @@ def submit_uploaded(
         extra={"job_id": str(job.pk), "pages": found.page_count, "cached": cached},
     )
     return job
+
+
+def tenant_upload_ids(tenant: str, ids: list[str]) -> set[str]:
+    """Of ``ids``, those that name the tenant's upload slots (malformed ids name none)."""
+    valid = []
+    for i in ids:
+        try:
+            valid.append(uuid.UUID(i))
+        except ValueError:
+            continue
+    found = set()
+    for start in range(0, len(valid), 1000):
+        chunk = valid[start : start + 1000]
+        found |= {
+            str(pk) for pk in DirectUpload.objects.filter(tenant=tenant, pk__in=chunk).values_list("pk", flat=True)
+        }
+    return {i for i in ids if _uuid_str(i) in found}
+
+
+def _uuid_str(value: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return ""
 
 
 def _check(slot: DirectUpload, limits: services.Limits) -> tuple[str, Probe]:

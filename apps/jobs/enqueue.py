@@ -6,18 +6,41 @@ carry IDs only, never bytes. Callers inside a transaction wrap these in ``on_com
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from celery import current_app
 from django.conf import settings
 
-from ocrsite.vocabulary import TaskName
+from ocrsite.vocabulary import PIPELINE_TASKS, Queue, TaskName
+
+# The lane the pipeline's messages go to from here: None (each task's route: the online lane) or
+# Queue.BULK. A stage delivered from the bulk queue runs inside ``lane(BULK)`` (workers.retry's
+# PipelineTask), so everything it sends for its job stays on the bulk lane; the sweep and the
+# operator's actions choose by the job's batch.
+_LANE: ContextVar[Queue | None] = ContextVar("lane", default=None)
+
+
+@contextmanager
+def lane(queue: Queue | None) -> Iterator[None]:
+    token = _LANE.set(queue)
+    try:
+        yield
+    finally:
+        _LANE.reset(token)
+
+
+def lane_of(*, bulk: bool) -> Queue | None:
+    return Queue.BULK if bulk else None
 
 
 def send(name: TaskName, *args: object, countdown: float | None = None) -> None:
     # A signature by name resolves to the registered task, so eager mode (manage.py ocr) runs it
-    # in-process while a worker deployment puts it on its routed queue.
-    current_app.signature(str(name), args=args).apply_async(countdown=countdown)
+    # in-process while a worker deployment puts it on its routed queue (or the bulk lane's).
+    queue = _LANE.get() if name in PIPELINE_TASKS else None
+    options = {"queue": queue.value} if queue and not current_app.conf.task_always_eager else {}
+    current_app.signature(str(name), args=args).apply_async(countdown=countdown, **options)
 
 
 def ingest(job_id: object) -> None:

@@ -16,6 +16,52 @@ from apps.jobs.states import JOB_ACTIVE, JOB_TERMINAL, JobStatus, PageStatus
 from ocrsite import catalogue
 
 
+class Batch(models.Model):
+    """Many documents under one set of options, run on the bulk lane (``apps.jobs.batches``).
+
+    The source is a storage prefix, a list of object keys, or a list of direct-upload ids. Items
+    become jobs lazily, OCR_BATCH_EXPAND_CHUNK at a time while fewer than OCR_BATCH_WINDOW of the
+    batch's jobs are unfinished, so a million-document batch never writes a million rows at once.
+    ``cursor`` is where the expansion goes on from (the last key listed, or the next list index):
+    an expansion that dies redoes at most one chunk, and ``(batch, batch_item)`` is unique, so
+    a redone chunk makes no second job.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running"  # items still becoming jobs, or jobs still running
+        DONE = "done"  # every item ended (done or failed, each with its code)
+        CANCELLED = "cancelled"
+
+    class Source(models.TextChoices):
+        PREFIX = "prefix"
+        KEYS = "keys"
+        UPLOADS = "uploads"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    tenant = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    prefix = models.CharField(max_length=1024, blank=True, default="")
+    items = models.JSONField(default=list, blank=True, help_text="object keys or upload ids, for those sources")
+    engine = models.CharField(max_length=16, default=catalogue.DEFAULT_JOB_ENGINE)
+    options = models.JSONField(default=dict, blank=True)
+    cursor = models.CharField(max_length=1024, blank=True, default="")
+    expanded = models.BooleanField(default=False, help_text="every item has its job")
+    items_expanded = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "batches"
+        permissions = [("cancel_batch", "Can cancel a batch")]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} ({self.status})"
+
+
 class Job(models.Model):
     Status = JobStatus
     ACTIVE = JOB_ACTIVE
@@ -63,6 +109,10 @@ class Job(models.Model):
     # the producer's result files (names, not copies) and names the producer in ``cached_from``.
     result_key = models.CharField(max_length=64, blank=True, default="")
     cached_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reused_by")
+    # The batch this job is an item of (its stages run on the bulk lane) and the item: the object
+    # key (the source is then the tenant's own object, never deleted by a purge) or upload id.
+    batch = models.ForeignKey(Batch, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
+    batch_item = models.CharField(max_length=1024, blank=True, default="")
     # Set when the payload and results were deleted (retention or an operator); the row stays.
     purged_at = models.DateTimeField(null=True, blank=True)
 
@@ -88,6 +138,10 @@ class Job(models.Model):
             ),
         ]
         constraints = [
+            # An expansion redone after a crash makes no second job for an item.
+            models.UniqueConstraint(
+                fields=["batch", "batch_item"], condition=models.Q(batch__isnull=False), name="job_batch_item_unique"
+            ),
             # Two requests racing with the same Idempotency-Key: the second insert fails and
             # services.submit returns the first job.
             models.UniqueConstraint(
