@@ -49,7 +49,11 @@ def test_every_target_renders_without_duplicates(target):
     docs = m.render(target)
     keys = [(d["kind"], d["metadata"]["name"]) for d in docs]
     assert len(keys) == len(set(keys))
-    assert all(d["metadata"].get("namespace") == "ocr" for d in docs if d["kind"] not in ("Namespace", "StorageClass", "PriorityClass"))
+    assert all(
+        d["metadata"].get("namespace") == "ocr"
+        for d in docs
+        if d["kind"] not in ("Namespace", "StorageClass", "PriorityClass")
+    )
 
 
 def test_gpu_pods_tolerate_and_select_a_tainted_pool_of_their_card(cloud, docs, pools):
