@@ -28,6 +28,7 @@ BENCHMARKS = {
         "PDF page reading in ingest's budgeted child vs in process; poison pages",
     ),
     "bigdocs": ("bench.bigdocs", "run", "2,000-page born-digital and 300-page scanned PDFs: RSS, first page, pages/s"),
+    "bulk-lane": ("bench.bulk_lane", "run", "online latency with and without a batch on the bulk lane (goal ≤ 1.5x)"),
     "cpu-knobs": ("bench.cpu_engine", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
 DEFAULT = ("cpu-engine", "memory", "text-layer", "pipeline", "ingest", "tables", "orientation")
