@@ -174,6 +174,12 @@ ELSEWHERE = {
     "FLOWER_PORT": ("compose/Procfile", "Flower's port in the local stack (default 5555)"),
     "OCR_CHROMIUM": ("tests/test_console_browser.py", "test-only: the Chromium the browser test drives"),
     "OCR_FAIL_PAGES": ("tests/support/faults.py", "test-only: 1-based page numbers a test worker fails in recognition"),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": (
+        "ocrsite/telemetry.py",
+        "OTLP/HTTP endpoint for traces (one per job); empty: tracing off, nothing exported. The SDK reads "
+        "every other OTEL_* variable itself (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SDK_DISABLED...)",
+    ),
+    "BULK_CONCURRENCY": ("compose/Procfile", "pool processes of the bulk lane's worker (default 2)"),
 }
 
 

@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 from celery import current_app
-from django.conf import settings
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.core.files.storage import default_storage
-from django.test import override_settings
+from django.test import Client, override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -42,6 +42,10 @@ def worker_totals() -> Counter:
     return totals
 
 
+def first_done(api, job_id) -> dict:
+    return api.get(f"/api/v1/jobs/{job_id}").json()
+
+
 def recognitions(job_id) -> int:
     return StageEvent.objects.filter(job_id=job_id, stage="recognize", outcome="ok").count()
 
@@ -53,7 +57,7 @@ def submit_done(api, **fields) -> dict:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_same_bytes_and_options_are_read_once(api, broker, user):
+def test_same_bytes_and_options_are_read_once(api, broker, user, settings):
     first = submit_done(api)
     assert first["status"] == "done" and first["cached_from"] is None
     assert recognitions(first["id"]) >= 1
@@ -73,6 +77,12 @@ def test_same_bytes_and_options_are_read_once(api, broker, user):
     hit = Job.objects.get(pk=again["id"])
     assert hit.result_json.name == Job.objects.get(pk=first["id"]).result_json.name  # not a copy
     assert not Page.objects.filter(job_id=again["id"]).exists()
+    # Cost: the first job's worker CPU is on it (and on /metrics, per tenant); the cached one cost none.
+    assert first_done(api, first["id"])["cost"]["cpu_seconds"] > 0
+    assert again["cost"]["cpu_seconds"] == 0
+    settings.METRICS_CACHE_SECONDS = 0
+    metrics = Client(REMOTE_ADDR="127.0.0.1").get("/metrics").content.decode()
+    assert f'ocr_page_cpu_seconds_count{{tenant="{user.username}"}} 1.0' in metrics, metrics[-2000:]
 
     # A changed option is not a hit. Its job also serves as a barrier: anything the cached job
     # had queued would be done by the time this one is (ingest is FIFO on one queue).
@@ -87,7 +97,8 @@ def test_same_bytes_and_options_are_read_once(api, broker, user):
 
     # A changed model version is not a hit either (the web keys it; the worker, set up as
     # before, then keys its result differently and does not offer it).
-    with override_settings(OCR_CPU_REC_MODEL="tiny" if settings.OCR_CPU_REC_MODEL == "small" else "small"):
+    model = "tiny" if django_settings.OCR_CPU_REC_MODEL == "small" else "small"
+    with override_settings(OCR_CPU_REC_MODEL=model):
         other_model = submit_done(api)
     assert other_model["cached_from"] is None
     assert recognitions(other_model["id"]) >= 1

@@ -13,7 +13,7 @@ from apps.jobs import services
 from apps.jobs.models import Job, Region
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
-from workers import budget
+from workers import budget, costs
 from workers.content import formats
 from workers.retry import PipelineTask
 
@@ -31,9 +31,10 @@ def assemble_result(job_id: str) -> None:
     if not budget.claim_attempt(job_id, "assembly"):
         return  # every earlier delivery died or hung here: the job failed job:stalled
     started = timezone.now()
-    pages = page_dicts(job)
-    markdown = formats.to_markdown(pages)
-    payload = formats.to_json(job_summary(job), pages)
+    with costs.job_step("assemble", job):
+        pages = page_dicts(job)
+        markdown = formats.to_markdown(pages)
+        payload = formats.to_json(job_summary(job), pages)
     # A rerun writes new names: the first attempt's files may still be named by jobs answered
     # from the result cache (services.result_cache), and must not change under them.
     stem = f"results/{job.pk}" if job.attempt <= 1 else f"results/{job.pk}-a{job.attempt}"

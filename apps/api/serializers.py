@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.db.models import Sum
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -74,6 +75,7 @@ class BatchProgressSerializer(serializers.Serializer):
     pages_done = serializers.IntegerField()
     pages_failed = serializers.IntegerField()
     pages_cancelled = serializers.IntegerField()
+    cpu_seconds = serializers.FloatField(help_text="worker CPU seconds spent on the batch's jobs so far")
 
 
 class BatchSerializer(serializers.ModelSerializer):
@@ -107,6 +109,7 @@ class BatchSerializer(serializers.ModelSerializer):
             "pages_done": p.pages_done,
             "pages_failed": p.pages_failed,
             "pages_cancelled": p.pages_cancelled,
+            "cpu_seconds": p.cpu_seconds,
         }
 
     def get_links(self, batch: Batch) -> dict[str, str]:
@@ -151,8 +154,13 @@ class ProgressSerializer(serializers.Serializer):
     pages_total = serializers.IntegerField()
 
 
+class CostSerializer(serializers.Serializer):
+    cpu_seconds = serializers.FloatField(help_text="worker CPU seconds spent on the job: ingest, its pages, assembly")
+
+
 class JobSerializer(serializers.ModelSerializer):
     progress = serializers.SerializerMethodField()
+    cost = serializers.SerializerMethodField()
     cached_from = serializers.UUIDField(
         source="cached_from_id",
         read_only=True,
@@ -175,6 +183,7 @@ class JobSerializer(serializers.ModelSerializer):
             "attempt",
             "cached_from",
             "progress",
+            "cost",
             "error",
             "created_at",
             "started_at",
@@ -182,6 +191,13 @@ class JobSerializer(serializers.ModelSerializer):
             "purged_at",
             "links",
         ]
+
+    @extend_schema_field(CostSerializer)
+    def get_cost(self, job: Job) -> dict:
+        pages_ms = getattr(job, "pages_cpu_ms", None)
+        if pages_ms is None:
+            pages_ms = job.pages.aggregate(ms=Sum("cpu_ms"))["ms"]
+        return {"cpu_seconds": round((job.cpu_ms + (pages_ms or 0)) / 1000, 3)}
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, job: Job) -> dict:

@@ -10,6 +10,8 @@ import uuid
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import connection
+from django.db.models import OuterRef, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -42,7 +44,7 @@ from apps.api.throttles import PollThrottle, SubmissionThrottle, admission
 from apps.api.uploads import presign
 from apps.jobs import batches, direct_uploads, page_ranges, partial, services
 from apps.jobs.documents import InputError
-from apps.jobs.models import Batch, Job
+from apps.jobs.models import Batch, Job, Page
 from ocrsite.celery import app as celery_app
 from ocrsite.vocabulary import ErrorCode
 
@@ -200,7 +202,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return super().get_object()
 
     def get_queryset(self):
-        qs = Job.objects.filter(tenant=tenant_of(self.request)).order_by("-created_at")
+        # The pages' CPU summed in the same query (the serializer's cost), not one query per job.
+        pages_cpu = Subquery(
+            Page.objects.filter(job=OuterRef("pk")).order_by().values("job").annotate(ms=Sum("cpu_ms")).values("ms")
+        )
+        qs = (
+            Job.objects.filter(tenant=tenant_of(self.request))
+            .annotate(pages_cpu_ms=Coalesce(pages_cpu, 0))
+            .order_by("-created_at")
+        )
         wanted = self.request.query_params.get("status")
         if wanted:
             statuses = wanted.split(",")

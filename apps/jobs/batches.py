@@ -36,8 +36,9 @@ from django.utils import timezone
 
 from apps.jobs import direct_uploads, enqueue, services
 from apps.jobs.documents import InputError, probe
-from apps.jobs.models import Batch, Job
+from apps.jobs.models import Batch, Job, Page
 from apps.jobs.services import result_cache
+from ocrsite import telemetry
 from ocrsite.vocabulary import ErrorCode, Queue, TaskName
 
 log = logging.getLogger(__name__)
@@ -195,9 +196,14 @@ def _walk(prefix: str, after: str, limit: int) -> list[str]:
 
 
 def _make_job(batch: Batch, item: str) -> Job | None:
-    """The item's job, created once (None if an earlier run made it)."""
+    """The item's job, created once (None if an earlier run made it), in a trace of its own."""
     if batch.jobs.filter(batch_item=item).exists():
         return None
+    with telemetry.new_trace("batch.item", batch_id=str(batch.pk), tenant=batch.tenant, item=item[:200]):
+        return _make_item_job(batch, item)
+
+
+def _make_item_job(batch: Batch, item: str) -> Job | None:
     if batch.source == Batch.Source.UPLOADS:
         try:
             return direct_uploads.submit_uploaded(
@@ -251,6 +257,7 @@ def _job_from_object(batch: Batch, key: str) -> Job | None:
         page_count=found.page_count,
         batch=batch,
         batch_item=key,
+        traceparent=telemetry.current_traceparent(),
     )
     job.source.name = key
     result_cache.prepare(job, page_count=found.page_count)
@@ -302,6 +309,7 @@ class Progress:
     pages_done: int
     pages_failed: int  # failed pages, and the pages of failed jobs that never reached a page stage
     pages_cancelled: int
+    cpu_seconds: float
 
     @property
     def fraction(self) -> float:
@@ -329,7 +337,10 @@ def progress(batch: Batch) -> Progress:
             pages_cancelled += pages - done - failed
         else:
             pages_failed += failed
+    jobs_ms = batch.jobs.aggregate(ms=Sum("cpu_ms"))["ms"] or 0
+    pages_ms = Page.objects.filter(job__batch=batch).aggregate(ms=Sum("cpu_ms"))["ms"] or 0
     return Progress(
+        cpu_seconds=round((jobs_ms + pages_ms) / 1000, 3),
         jobs=jobs,
         items=sum(jobs.values()),
         expanded=batch.expanded,

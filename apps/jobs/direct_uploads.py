@@ -34,6 +34,7 @@ from apps.jobs import services
 from apps.jobs.documents import CONTENT_TYPES, SNIFF_BYTES, InputError, Probe, probe, sniff
 from apps.jobs.models import DirectUpload, Job
 from apps.jobs.services import result_cache
+from ocrsite import telemetry
 from ocrsite.vocabulary import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,7 @@ def submit_uploaded(
         page_count=found.page_count,
         batch=batch,
         batch_item=str(slot.pk) if batch else "",
+        traceparent=telemetry.current_traceparent(),
     )
     job.source.name = slot.key  # the object stays where the client put it
     result_cache.prepare(job, page_count=found.page_count)

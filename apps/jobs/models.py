@@ -113,6 +113,11 @@ class Job(models.Model):
     # key (the source is then the tenant's own object, never deleted by a purge) or upload id.
     batch = models.ForeignKey(Batch, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
     batch_item = models.CharField(max_length=1024, blank=True, default="")
+    # The job's own trace context (W3C traceparent), taken where it was created: every stage's span
+    # is its child, so a job is one trace whatever queues and merged passes its pages went through.
+    traceparent = models.CharField(max_length=55, blank=True, default="")
+    # CPU seconds (ms) the job-wide stages (ingest, assembly) spent; its pages' own are on each page.
+    cpu_ms = models.PositiveBigIntegerField(default=0)
     # Set when the payload and results were deleted (retention or an operator); the row stays.
     purged_at = models.DateTimeField(null=True, blank=True)
 
@@ -191,6 +196,9 @@ class Page(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True)
     layout_ms = models.PositiveIntegerField(null=True, blank=True)
     recognize_ms = models.PositiveIntegerField(null=True, blank=True)
+    cpu_ms = models.PositiveIntegerField(
+        default=0, help_text="worker CPU ms spent on this page in layout and recognition (its share of a batched pass)"
+    )
     rotation = models.PositiveSmallIntegerField(
         default=0,
         help_text="clockwise degrees the page's text stood turned as submitted: a scan is stored turned "

@@ -23,6 +23,7 @@ from apps.jobs.services import result_cache
 from apps.jobs.services.idempotency import idempotent_job
 from apps.jobs.services.timeline import record
 from apps.jobs.services.transitions import job_finished
+from ocrsite import telemetry
 from ocrsite.vocabulary import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ def submit(
         sha256=digest.hexdigest(),
         size_bytes=upload.size,
         page_count=found.page_count,
+        traceparent=telemetry.current_traceparent(),
     )
     result_cache.prepare(job, page_count=found.page_count)
     # The stored name is ours: the client's filename never reaches a path.
