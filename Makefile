@@ -57,8 +57,11 @@ test-gpu-topology:
 # one worker per queue and beat; load, SIGKILLs, a Redis restart and a PostgreSQL crash + restart.
 # CHAOS_SIZE=full for the big run; CHAOS_ARGS="--seed N" repeats a run.
 CHAOS_SIZE ?= ci
+# The batch fault test (tests/chaos/batch.py): documents in one batch from a moto S3 prefix.
+CHAOS_BATCH_DOCS ?= 2000
 test-chaos: venv services
 	$(BIN)/python -m tests.chaos --size $(CHAOS_SIZE) $(CHAOS_ARGS)
+	$(BIN)/python -m tests.chaos.batch --docs $(CHAOS_BATCH_DOCS)
 
 # The local stack needs only Redis (SQLite is the default database; set DATABASE_URL for PostgreSQL).
 up: migrate

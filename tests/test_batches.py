@@ -10,6 +10,8 @@ is the chaos module's, against moto).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -143,3 +145,24 @@ def test_refusals_and_cancel(api, user, broker, settings):
     assert Batch.objects.get(pk=batch_id).status == Batch.Status.CANCELLED
     assert not Job.objects.filter(batch_id=batch_id).exists()
     assert api.get(f"/api/v1/batches/{batch_id}/manifest").status_code == 200
+
+
+def test_the_cli_runs_a_batch_with_its_manifest(live_api, bulk_worker, tmp_path):
+    """``ocr batch --prefix`` over real HTTP: it waits with its progress bar, writes the manifest,
+    and exits 0 when every document is done."""
+    Tenant.objects.create(slug=live_api.tenant, batch_prefixes=f"archives/{live_api.tenant}/")
+    prefix = f"archives/{live_api.tenant}/cli/"
+    markers = store_documents(prefix, 3)
+    out = tmp_path / "manifest.jsonl"
+    run = subprocess.run(
+        [sys.executable, "-m", "ocrclient.cli", "batch", "--prefix", prefix, "-o", str(out), "--poll", "0.5"],
+        env=live_api.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "started" in run.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["item"] for line in lines) == sorted(markers)
+    assert all(line["status"] == "done" for line in lines)

@@ -447,6 +447,16 @@ class AsyncClient(_Base):
             await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
             interval = min(interval * 1.5, 5.0)
 
+    async def batch(self, *, prefix: str | None = None, keys: list[str] | None = None, ocr: str | None = None) -> Batch:
+        """Start a batch on the bulk lane (see ``Client.batch``)."""
+        body: dict[str, Any] = {"prefix": prefix} if prefix is not None else {"keys": keys or []}
+        if ocr:
+            body["ocr"] = ocr
+        return Batch.from_api((await self._request("POST", "/api/v1/batches", json=body)).json())
+
+    async def get_batch(self, batch_id: str) -> Batch:
+        return Batch.from_api((await self._request("GET", f"/api/v1/batches/{batch_id}")).json())
+
     async def markdown(self, job_id: str) -> str:
         return (await self._request("GET", f"/api/v1/jobs/{job_id}/result", params={"format": "markdown"})).text
 
