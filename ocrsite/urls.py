@@ -4,10 +4,10 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from apps.jobs.views import metrics
+from apps.api.metrics import metrics
 
 # An exception no view handled: a lost database answers 503 busy:database, anything else 500.
-handler500 = "apps.api.errors.server_error"
+handler500 = "apps.api.handlers.server_error"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from apps.jobs import batches
 from apps.jobs.documents import CONTENT_TYPES
 from apps.jobs.models import Batch, Job
+from ocrsite import catalogue
 
 
 class JobCreateSerializer(serializers.Serializer):
@@ -17,7 +18,7 @@ class JobCreateSerializer(serializers.Serializer):
     upload = serializers.UUIDField(
         required=False, help_text="Instead of file: the id of a direct upload (POST /api/v1/uploads) already sent"
     )
-    engine = serializers.ChoiceField(choices=Job.Engine.choices, required=False)
+    engine = serializers.ChoiceField(choices=catalogue.job_engine_choices(), required=False)
     ocr = serializers.ChoiceField(
         choices=[("auto", "auto"), ("force", "force")],
         required=False,
@@ -56,7 +57,7 @@ class BatchCreateSerializer(serializers.Serializer):
     uploads = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, help_text="these direct uploads' ids"
     )
-    engine = serializers.ChoiceField(choices=Job.Engine.choices, required=False)
+    engine = serializers.ChoiceField(choices=catalogue.job_engine_choices(), required=False)
     ocr = serializers.ChoiceField(choices=[("auto", "auto"), ("force", "force")], required=False, default="auto")
     pages = serializers.CharField(required=False, allow_blank=False, max_length=2000)
 

@@ -37,7 +37,6 @@ from django.utils import timezone
 from apps.jobs import direct_uploads, enqueue, services
 from apps.jobs.documents import InputError, probe
 from apps.jobs.models import Batch, Job, Page
-from apps.jobs.services import result_cache
 from ocrsite import telemetry
 from ocrsite.vocabulary import ErrorCode, Queue, TaskName
 
@@ -244,31 +243,29 @@ def _job_from_object(batch: Batch, key: str) -> Job | None:
         spool.flush()
         spool.seek(0)
         found = probe(spool, max_pages=limits.max_pages, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
-    found = services.select_pages(found, batch.options)
-    job = Job(
+    request = services.JobRequest(
         owner=batch.owner,
         tenant=batch.tenant,
         engine=batch.engine,
         options=batch.options,
-        filename=services.clean_filename(PurePosixPath(key).name),
-        kind=found.kind,
-        sha256=digest.hexdigest(),
-        size_bytes=size,
-        page_count=found.page_count,
         batch=batch,
         batch_item=key,
-        traceparent=telemetry.current_traceparent(),
     )
-    job.source.name = key
-    result_cache.prepare(job, page_count=found.page_count)
+    name = services.clean_filename(PurePosixPath(key).name)
     try:
-        with transaction.atomic():
-            cached = result_cache.answer_from_cache(job)
-            job.save()
-            services.start_or_finish(job, cached)
+        return services.create_job(request, InPlace(name, digest.hexdigest(), size, found, key))
     except IntegrityError:
         return None  # a concurrent expansion made this item's job
-    return job
+
+
+@dataclass(frozen=True)
+class InPlace(services.Source):
+    """The tenant's own object, read where it lies: never copied into sources/, never deleted."""
+
+    key: str
+
+    def attach(self, job: Job) -> None:
+        job.source.name = self.key
 
 
 def _failed_item(batch: Batch, item: str, exc: InputError) -> Job | None:

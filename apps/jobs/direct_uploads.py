@@ -20,21 +20,17 @@ import hashlib
 import logging
 import tempfile
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from apps.jobs import services
 from apps.jobs.documents import CONTENT_TYPES, SNIFF_BYTES, InputError, Probe, probe, sniff
 from apps.jobs.models import DirectUpload, Job
-from apps.jobs.services import result_cache
-from ocrsite import telemetry
 from ocrsite.vocabulary import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -79,7 +75,7 @@ def submit_uploaded(
     engine: str | None = None,
     options: dict | None = None,
     limits: services.Limits,
-    admit: Callable[[Probe], Callable[[], None] | None] | None = None,
+    admit: services.Admit | None = None,
     idempotency_key: str = "",
     batch=None,
 ) -> Job:
@@ -113,88 +109,59 @@ def submit_uploaded(
         if DirectUpload.objects.filter(pk=slot.pk, discarded_at__isnull=False).exists():
             raise _discarded() from None
         raise
-    if idempotency_key and (earlier := services.idempotent_job(tenant, idempotency_key, digest)):
-        return earlier
-    found = services.select_pages(found, options)
-    undo = admit(found) if admit else None
-
-    job = Job(
+    request = services.JobRequest(
         owner=owner,
         tenant=tenant,
-        engine=engine or settings.OCR_ENGINE,
-        options=options or {},
+        engine=engine,
+        options=options,
         idempotency_key=idempotency_key,
-        filename=slot.filename,
-        kind=found.kind,
-        sha256=digest,
-        size_bytes=slot.size_bytes,
-        page_count=found.page_count,
         batch=batch,
         batch_item=str(slot.pk) if batch else "",
-        traceparent=telemetry.current_traceparent(),
     )
-    job.source.name = slot.key  # the object stays where the client put it
-    result_cache.prepare(job, page_count=found.page_count)
-    cached = False
-    try:
-        with transaction.atomic():
-            cached = result_cache.answer_from_cache(job)
-            job.save()
-            # The same condition as the upload sweep's: a slot it took makes no job.
-            claimed = DirectUpload.objects.filter(pk=slot.pk, job__isnull=True, discarded_at__isnull=True).update(
-                job=job, refused_code=""
-            )
-            if claimed:
-                services.start_or_finish(job, cached)
-            else:
-                # A concurrent request consumed the slot first (its job is the answer, ours goes),
-                # or the sweep took it.
-                transaction.set_rollback(True)
-    except IntegrityError:
-        # The (tenant, idempotency_key) constraint: a concurrent request with the same key won.
-        if undo:
-            undo()
-        if earlier := services.idempotent_job(tenant, idempotency_key, digest):
-            return earlier
-        raise
-    if not claimed:
-        if undo:
-            undo()
-        slot = DirectUpload.objects.select_related("job").get(pk=slot.pk)
-        if slot.job is None:
-            raise _discarded()
-        return _replayed(slot.job)
-    if cached and undo:
-        undo()  # answered from the result cache: nothing to charge
-    log.info(
-        "job submitted from a direct upload",
-        extra={"job_id": str(job.pk), "pages": found.page_count, "cached": cached},
-    )
-    return job
+    return services.create_job(request, Uploaded(slot.filename, digest, slot.size_bytes, found, slot), admit=admit)
 
 
 def tenant_upload_ids(tenant: str, ids: list[str]) -> set[str]:
     """Of ``ids``, those that name the tenant's upload slots (malformed ids name none)."""
-    valid = []
+    valid = {}
     for i in ids:
         try:
-            valid.append(uuid.UUID(i))
+            valid[i] = uuid.UUID(i)
         except ValueError:
             continue
-    found = set()
-    for start in range(0, len(valid), 1000):
-        chunk = valid[start : start + 1000]
-        found |= {
-            str(pk) for pk in DirectUpload.objects.filter(tenant=tenant, pk__in=chunk).values_list("pk", flat=True)
-        }
-    return {i for i in ids if _uuid_str(i) in found}
+    found: set[uuid.UUID] = set()
+    pks = list(valid.values())
+    for start in range(0, len(pks), 1000):
+        found |= set(
+            DirectUpload.objects.filter(tenant=tenant, pk__in=pks[start : start + 1000]).values_list("pk", flat=True)
+        )
+    return {i for i, pk in valid.items() if pk in found}
 
 
-def _uuid_str(value: str) -> str:
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        return ""
+@dataclass(frozen=True)
+class Uploaded(services.Source):
+    """Bytes a client sent to the slot's key: the job points at them in place (no copy). The slot
+    makes one job: another request for it, or the upload sweep, may take it first."""
+
+    slot: DirectUpload
+
+    def attach(self, job: Job) -> None:
+        job.source.name = self.slot.key
+
+    def claim(self, job: Job) -> bool:
+        # The same condition as the upload sweep's: a slot it took makes no job.
+        return bool(
+            DirectUpload.objects.filter(pk=self.slot.pk, job__isnull=True, discarded_at__isnull=True).update(
+                job=job, refused_code=""
+            )
+        )
+
+    def taken(self) -> Job:
+        # A concurrent request consumed the slot first (its job is the answer), or the sweep took it.
+        slot = DirectUpload.objects.select_related("job").get(pk=self.slot.pk)
+        if slot.job is None:
+            raise _discarded()
+        return _replayed(slot.job)
 
 
 def _check(slot: DirectUpload, limits: services.Limits) -> tuple[str, Probe]:

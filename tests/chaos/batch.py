@@ -2,7 +2,7 @@
 
 Part of ``make test-chaos`` (the CI size, 2,000 documents) and the 100,000-document run by hand
 (``--docs 100000 --kills 20 --redis-restart``; docs/big-documents.md). The stack is the chaos
-harness's own (tests/chaos/__main__.py: Redis and PostgreSQL of its own on free ports, gunicorn,
+harness's own (tests/chaos/stack.py: Redis and PostgreSQL of its own on free ports, gunicorn,
 one worker per online queue, beat with a 5 s sweep) plus a bulk worker at nice 19 and moto's S3
 server as the deployment's storage: the documents are generated born-digital PDFs of 1-3 pages,
 each page carrying its document's unique marker, put under a prefix the tenant may read. One
@@ -35,7 +35,8 @@ import pymupdf
 import requests
 from moto.server import ThreadedMotoServer
 
-from tests.chaos.__main__ import ARTIFACTS, Stack, free_port
+from tests.chaos.plan import ARTIFACTS
+from tests.chaos.stack import Stack, free_port
 
 BUCKET = "chaos-archive"
 PREFIX = "archives/chaos/"

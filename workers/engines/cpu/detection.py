@@ -60,6 +60,11 @@ class TextDetection:
                     return Detected(quads, PROBE)
         return Detected(self._detect(self._det, image, *self._full), FULL)
 
+    def once(self, image: np.ndarray, side: int) -> np.ndarray:
+        """One pass of the probe's detector with the long side capped at ``side`` (the orientation
+        check: a fixed cost, whatever the print size)."""
+        return self._detect(self._probe_det, image, side, "max")
+
     def _detect(self, det, image: np.ndarray, side: int, kind: str) -> np.ndarray:
         from rapidocr.ch_ppocr_det.utils import DetPreProcess
 
