@@ -236,7 +236,7 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=1, help="SIGKILLs of the bulk worker during the batch")
     parser.add_argument("--redis-restart", action="store_true", help="kill Redis once mid-batch, restart it empty")
     parser.add_argument("--seed", type=int, default=33)
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds the batch may take")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds the batch may take")
     args = parser.parse_args()
     report = run(args.docs, args.kills, args.redis_restart, args.seed, args.timeout)
     print(json.dumps({k: v for k, v in report.items() if k != "problems"}, indent=2))
