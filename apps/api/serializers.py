@@ -77,6 +77,7 @@ class BatchProgressSerializer(serializers.Serializer):
     pages_failed = serializers.IntegerField()
     pages_cancelled = serializers.IntegerField()
     cpu_seconds = serializers.FloatField(help_text="worker CPU seconds spent on the batch's jobs so far")
+    gpu_seconds = serializers.FloatField(help_text="estimated VLM GPU seconds of the batch's pages so far")
 
 
 class BatchSerializer(serializers.ModelSerializer):
@@ -111,6 +112,7 @@ class BatchSerializer(serializers.ModelSerializer):
             "pages_failed": p.pages_failed,
             "pages_cancelled": p.pages_cancelled,
             "cpu_seconds": p.cpu_seconds,
+            "gpu_seconds": p.gpu_seconds,
         }
 
     def get_links(self, batch: Batch) -> dict[str, str]:
@@ -157,6 +159,9 @@ class ProgressSerializer(serializers.Serializer):
 
 class CostSerializer(serializers.Serializer):
     cpu_seconds = serializers.FloatField(help_text="worker CPU seconds spent on the job: ingest, its pages, assembly")
+    gpu_seconds = serializers.FloatField(
+        help_text="estimated VLM GPU seconds of its pages: each request's time × its share of the server"
+    )
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -196,9 +201,14 @@ class JobSerializer(serializers.ModelSerializer):
     @extend_schema_field(CostSerializer)
     def get_cost(self, job: Job) -> dict:
         pages_ms = getattr(job, "pages_cpu_ms", None)
-        if pages_ms is None:
-            pages_ms = job.pages.aggregate(ms=Sum("cpu_ms"))["ms"]
-        return {"cpu_seconds": round((job.cpu_ms + (pages_ms or 0)) / 1000, 3)}
+        gpu_ms = getattr(job, "pages_gpu_ms", None)
+        if pages_ms is None or gpu_ms is None:
+            sums = job.pages.aggregate(cpu=Sum("cpu_ms"), gpu=Sum("gpu_ms"))
+            pages_ms, gpu_ms = sums["cpu"], sums["gpu"]
+        return {
+            "cpu_seconds": round((job.cpu_ms + (pages_ms or 0)) / 1000, 3),
+            "gpu_seconds": round((gpu_ms or 0) / 1000, 3),
+        }
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, job: Job) -> dict:

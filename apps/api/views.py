@@ -193,12 +193,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_queryset(self):
         # The pages' CPU summed in the same query (the serializer's cost), not one query per job.
-        pages_cpu = Subquery(
-            Page.objects.filter(job=OuterRef("pk")).order_by().values("job").annotate(ms=Sum("cpu_ms")).values("ms")
-        )
+        pages = Page.objects.filter(job=OuterRef("pk")).order_by().values("job")
+        pages_cpu = Subquery(pages.annotate(ms=Sum("cpu_ms")).values("ms"))
+        pages_gpu = Subquery(pages.annotate(ms=Sum("gpu_ms")).values("ms"))
         qs = (
             Job.objects.filter(tenant=tenant_of(self.request))
-            .annotate(pages_cpu_ms=Coalesce(pages_cpu, 0))
+            .annotate(pages_cpu_ms=Coalesce(pages_cpu, 0), pages_gpu_ms=Coalesce(pages_gpu, 0))
             .order_by("-created_at")
         )
         wanted = self.request.query_params.get("status")

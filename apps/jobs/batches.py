@@ -307,6 +307,7 @@ class Progress:
     pages_failed: int  # failed pages, and the pages of failed jobs that never reached a page stage
     pages_cancelled: int
     cpu_seconds: float
+    gpu_seconds: float
 
     @property
     def fraction(self) -> float:
@@ -335,9 +336,10 @@ def progress(batch: Batch) -> Progress:
         else:
             pages_failed += failed
     jobs_ms = batch.jobs.aggregate(ms=Sum("cpu_ms"))["ms"] or 0
-    pages_ms = Page.objects.filter(job__batch=batch).aggregate(ms=Sum("cpu_ms"))["ms"] or 0
+    pages = Page.objects.filter(job__batch=batch).aggregate(cpu=Sum("cpu_ms"), gpu=Sum("gpu_ms"))
     return Progress(
-        cpu_seconds=round((jobs_ms + pages_ms) / 1000, 3),
+        cpu_seconds=round((jobs_ms + (pages["cpu"] or 0)) / 1000, 3),
+        gpu_seconds=round((pages["gpu"] or 0) / 1000, 3),
         jobs=jobs,
         items=sum(jobs.values()),
         expanded=batch.expanded,

@@ -198,6 +198,9 @@ class Page(models.Model):
     cpu_ms = models.PositiveIntegerField(
         default=0, help_text="worker CPU ms spent on this page in layout and recognition (its share of a batched pass)"
     )
+    gpu_ms = models.PositiveIntegerField(
+        default=0, help_text="estimated VLM GPU ms: each request's time × its share of the server (an upper bound)"
+    )
     rotation = models.PositiveSmallIntegerField(
         default=0,
         help_text="clockwise degrees the page's text stood turned as submitted: a scan is stored turned "

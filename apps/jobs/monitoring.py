@@ -160,6 +160,9 @@ class PipelineCollector:
         yield CounterMetricFamily("ocr_pages_processed", "Pages finished", labels=["engine", "source"])
         yield CounterMetricFamily("ocr_pages_failed", "Pages failed", labels=["engine", "source"])
         yield SummaryMetricFamily("ocr_page_cpu_seconds", "Worker CPU seconds per finished page", labels=["tenant"])
+        yield SummaryMetricFamily(
+            "ocr_page_gpu_seconds", "Estimated VLM GPU seconds per finished page", labels=["tenant"]
+        )
         yield CounterMetricFamily("ocr_job_cpu_seconds", "Worker CPU seconds of job-wide stages", labels=["tenant"])
         yield from self._flag_families()
         yield HistogramMetricFamily("ocr_stage_duration_seconds", "Pipeline stage run time", labels=["stage"])
@@ -248,16 +251,22 @@ class PipelineCollector:
             Page.objects.filter(status=Page.Status.DONE)
             .order_by()
             .values("job__tenant")
-            .annotate(n=Count("id"), cpu=Sum("cpu_ms"))
+            .annotate(n=Count("id"), cpu=Sum("cpu_ms"), gpu=Sum("gpu_ms"))
+        )
+        gpu_per_page = SummaryMetricFamily(
+            "ocr_page_gpu_seconds",
+            "Estimated VLM GPU seconds per finished page (request time × its share; an upper bound)",
+            labels=["tenant"],
         )
         for row in rows:
             per_page.add_metric([row["job__tenant"]], count_value=row["n"], sum_value=(row["cpu"] or 0) / 1000)
+            gpu_per_page.add_metric([row["job__tenant"]], count_value=row["n"], sum_value=(row["gpu"] or 0) / 1000)
         job_wide = CounterMetricFamily(
             "ocr_job_cpu_seconds", "Worker CPU seconds of job-wide stages (ingest, assembly)", labels=["tenant"]
         )
         for tenant, cpu in Job.objects.order_by().values_list("tenant").annotate(cpu=Sum("cpu_ms")):
             job_wide.add_metric([tenant], (cpu or 0) / 1000)
-        yield from (per_page, job_wide)
+        yield from (per_page, gpu_per_page, job_wide)
 
     @staticmethod
     def _flag_families() -> tuple[CounterMetricFamily, CounterMetricFamily, CounterMetricFamily]:
