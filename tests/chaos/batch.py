@@ -58,8 +58,9 @@ def document(index: int, rng: random.Random) -> tuple[str, int, bytes]:
 class BatchStack(Stack):
     WORKERS = (*Stack.WORKERS, ("bulk", 2))
 
-    def __init__(self, s3_endpoint: str) -> None:
+    def __init__(self, s3_endpoint: str, nice: int = 19) -> None:
         super().__init__(hosts=0)
+        self.nice = nice
         self.env.update(
             {
                 "OCR_STORAGE": "s3",
@@ -76,7 +77,7 @@ class BatchStack(Stack):
         if queue_name != "bulk":
             super().start_worker(queue_name, concurrency)
             return
-        cmd = ["nice", "-n", "19", sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", "bulk"]
+        cmd = ["nice", "-n", str(self.nice), sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", "bulk"]
         cmd += ["-n", "bulk@chaos", "--concurrency", str(concurrency), "--loglevel", "INFO"]
         self.spawn("bulk", cmd)
 
@@ -98,7 +99,7 @@ def put_documents(endpoint: str, n: int, seed: int) -> dict[str, tuple[str, int]
     return {key: (marker, pages) for key, marker, pages, _ in made}
 
 
-def run(docs: int, kills: int, redis_restart: bool, seed: int, timeout_s: float) -> dict:
+def run(docs: int, kills: int, redis_restart: bool, seed: int, timeout_s: float, nice: int = 19) -> dict:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
     s3_port = free_port()
     s3_server = ThreadedMotoServer(ip_address="127.0.0.1", port=s3_port, verbose=False)
@@ -107,7 +108,7 @@ def run(docs: int, kills: int, redis_restart: bool, seed: int, timeout_s: float)
     t0 = time.monotonic()
     expected = put_documents(endpoint, docs, seed)
     put_s = time.monotonic() - t0
-    stack = BatchStack(endpoint)
+    stack = BatchStack(endpoint, nice)
     faults: list[dict] = []
     stop = threading.Event()
     try:
@@ -236,9 +237,15 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=1, help="SIGKILLs of the bulk worker during the batch")
     parser.add_argument("--redis-restart", action="store_true", help="kill Redis once mid-batch, restart it empty")
     parser.add_argument("--seed", type=int, default=33)
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=19,
+        help="the bulk worker's nice level (19 as deployed; 0 on a machine shared with others)",
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds the batch may take")
     args = parser.parse_args()
-    report = run(args.docs, args.kills, args.redis_restart, args.seed, args.timeout)
+    report = run(args.docs, args.kills, args.redis_restart, args.seed, args.timeout, args.nice)
     print(json.dumps({k: v for k, v in report.items() if k != "problems"}, indent=2))
     for problem in report["problems"]:
         print("PROBLEM", problem, file=sys.stderr)
