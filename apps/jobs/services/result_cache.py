@@ -144,8 +144,9 @@ def answer_from_cache(job: Job) -> bool:
     """
     if not (settings.OCR_RESULT_CACHE and job.result_key):
         return False
+    # The entry's row only (not the producer's, which a purge locks first): no lock-order deadlock.
     entry = (
-        CachedResult.objects.select_for_update()
+        CachedResult.objects.select_for_update(of=("self",))
         .filter(scope=scope_of(job.tenant), key=job.result_key)
         .select_related("job")
         .first()
