@@ -64,6 +64,7 @@ STATUS: dict[str, int] = {
     ErrorCode.REQUEST_BAD_FORMAT: 400,
     ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY: 400,
     ErrorCode.REQUEST_BAD_PAGES: 400,
+    # A callback_url the deployment's egress cannot deliver (OCR_WEBHOOK_SCHEMES / _PORTS).
     ErrorCode.WEBHOOK_UNDELIVERABLE: 400,
     # Identity and limits.
     ErrorCode.AUTH_NOT_AUTHENTICATED: 401,
