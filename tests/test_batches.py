@@ -166,3 +166,15 @@ def test_the_cli_runs_a_batch_with_its_manifest(live_api, bulk_worker, tmp_path)
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(line["item"] for line in lines) == sorted(markers)
     assert all(line["status"] == "done" for line in lines)
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_batches_with_their_progress(admin_client):
+    batch = Batch.objects.create(tenant="acme", source=Batch.Source.PREFIX, prefix="archives/acme/")
+    Job.objects.create(
+        tenant="acme", batch=batch, batch_item="archives/acme/a.pdf", status=Job.Status.DONE, page_count=2, pages_done=2
+    )
+    assert admin_client.get("/admin/jobs/batch/").status_code == 200
+    page = admin_client.get(f"/admin/jobs/batch/{batch.pk}/change/")
+    assert page.status_code == 200
+    assert "pages in 2 = done 2 + failed 0" in page.content.decode()
