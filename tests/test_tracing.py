@@ -110,13 +110,25 @@ def _stack(env: dict[str, str], tag: str) -> tuple[list[subprocess.Popen], str]:
         lambda log: _answers(port),
     )
     queue = f"tracing-{tag}-{uuid.uuid4().hex[:4]}"
-    worker = _start(
-        [sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", "cpu,layout,ocr", "-n", f"{queue}@%h"]
-        + ["--concurrency", "1", "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        env,
-        f"tracing-worker-{tag}",
-        lambda log: "ready." in log.read_text(),
-    )
+    try:
+        worker = _start(
+            [sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", "cpu,layout,ocr", "-n", f"{queue}@%h"]
+            + [
+                "--concurrency",
+                "1",
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            env,
+            f"tracing-worker-{tag}",
+            lambda log: "ready." in log.read_text(),
+        )
+    except RuntimeError:
+        _stop([web])  # a worker that did not start must not leave the web running
+        raise
     return [web, worker], f"http://127.0.0.1:{port}"
 
 
