@@ -175,6 +175,7 @@ OCR_UPLOAD_URL_SECONDS = env_int("OCR_UPLOAD_URL_SECONDS", 900)
 # still unused, its object is deleted by the upload sweep (refused bytes go as soon as it expired).
 OCR_UPLOAD_KEEP_UNUSED_SECONDS = env_int("OCR_UPLOAD_KEEP_UNUSED_SECONDS", 3600)
 OCR_MAX_IMAGE_PIXELS = env_int("OCR_MAX_IMAGE_PIXELS", 60_000_000)
+OCR_IMAGE_PIXELS_PER_BYTE = env_int("OCR_IMAGE_PIXELS_PER_BYTE", 50_000)
 # Uploads larger than this spool to a temp file instead of RAM.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_HANDLERS = [

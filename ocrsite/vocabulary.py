@@ -14,13 +14,16 @@ from enum import StrEnum
 class Queue(StrEnum):
     """Celery queues, one per hardware tier; KEDA scales each tier on its Redis list."""
 
-    CPU = "cpu"  # ingest, assembly, sweep, webhooks: cheap CPU pods
+    CPU = "cpu"  # ingest, assembly, sweep: cheap CPU pods
     LAYOUT = "layout"  # batched layout detection: the T4 tier
     OCR = "ocr"  # region/page recognition: CPU pass, or I/O-bound dispatch to vLLM
     # The bulk lane: every stage of a batch's jobs, and the batch's expansion. Its workers run
     # at the lowest CPU priority (nice 19; a low PriorityClass in the cluster), so they take only
     # the capacity online work leaves.
     BULK = "bulk"
+    # Webhook deliveries: waiting on tenants' receivers, never on the pipeline's slots (a slow
+    # receiver holds a webhook thread, not a cpu slot another tenant's ingest needs).
+    WEBHOOKS = "webhooks"
 
 
 class TaskName(StrEnum):
@@ -46,7 +49,7 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.SWEEP: Queue.CPU,
     TaskName.PURGE_EXPIRED: Queue.CPU,
     TaskName.DISCARD_UPLOADS: Queue.CPU,
-    TaskName.DELIVER_WEBHOOK: Queue.CPU,
+    TaskName.DELIVER_WEBHOOK: Queue.WEBHOOKS,
     TaskName.RESEND_LOST_WEBHOOKS: Queue.CPU,
     TaskName.EXPAND_BATCH: Queue.BULK,
 }

@@ -145,7 +145,7 @@ def start_worker(django_db_setup, django_db_blocker, redis_client) -> Iterator[C
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     def start(
-        queues: str = "cpu,layout,ocr",
+        queues: str = "cpu,layout,ocr,webhooks",
         concurrency: int = 2,
         env: dict[str, str] | None = None,
         name: str | None = None,

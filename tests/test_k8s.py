@@ -117,8 +117,9 @@ def test_gpu_deployments_recreate(docs):
             assert deploy["spec"]["strategy"]["type"] == "Recreate", name
 
 
-# Tiers that scale to zero; worker-cpu keeps one replica (beat's sweep, retention, webhooks).
-FLOORS = {"worker-layout": 0, "worker-ocr": 0, "vllm": 0, "worker-cpu": 1, "worker-bulk": 0}
+# Tiers that scale to zero; worker-cpu keeps one replica (beat's sweep, retention, the re-send of
+# lost webhooks); worker-webhooks wakes on its own list.
+FLOORS = {"worker-layout": 0, "worker-ocr": 0, "vllm": 0, "worker-cpu": 1, "worker-webhooks": 0, "worker-bulk": 0}
 
 
 def test_keda_wakes_on_one_and_sleeps_at_zero(docs):
@@ -308,7 +309,7 @@ PAGES_OF_QUEUE = {Queue.LAYOUT.value: {"queued", "detecting"}, Queue.OCR.value: 
 
 def test_each_worker_consumes_the_queue_its_scaler_watches(docs):
     queues = {}
-    for name in ("worker-cpu", "worker-layout", "worker-ocr", "worker-bulk"):
+    for name in ("worker-cpu", "worker-layout", "worker-ocr", "worker-webhooks", "worker-bulk"):
         command = m.find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]["command"]
         queues[name] = command[command.index("-Q") + 1]
     assert set(queues.values()) == {q.value for q in Queue}

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import transaction
 
-from apps.jobs import enqueue, services, states
+from apps.jobs import enqueue, lanes, services, states
 from apps.jobs.models import Job, Page, Region
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
@@ -31,12 +31,29 @@ from workers.stage import PageStage
 
 
 @app.task(base=PipelineTask, name=TaskName.RECOGNIZE.value)
-def recognize(page_id: int) -> None:
-    """Text for every region of one page; safe to deliver twice."""
-    recognize_page(page_id)
+def recognize(page_id: int | None) -> None:
+    """Text for every region of one page; safe to deliver twice. Without an id (a lane token),
+    the fairest next page of the tenants' lanes (``apps.jobs.lanes``)."""
+    if page_id is not None:
+        recognize_page(page_id)
+        return
+    taken = lanes.take_live("recognize", 1, settings.OCR_TASK_HARD_LIMIT, _waiting_for_recognition)
+    try:
+        for _, item in taken:
+            recognize_page(int(item))
+    finally:
+        if taken:
+            lanes.release("recognize", taken)
 
 
 RECOGNITION = PageStage("recognize", states.CLAIM_FOR_RECOGNITION, states.RECOGNITION_FAILED, enqueue.recognize)
+
+
+def _waiting_for_recognition(items: list[str]) -> set[str]:
+    ids = Page.objects.filter(
+        pk__in=[int(i) for i in items], status=Page.Status.DETECTED, job__status=Job.Status.RUNNING
+    )
+    return {str(pk) for pk in ids.values_list("pk", flat=True)}
 
 
 class Read(NamedTuple):

@@ -390,7 +390,7 @@ class JobAdmin(ActionPermissions, admin.ModelAdmin):
             "job": page.job,
             "page": page,
             "overlay": console.overlay(page, regions),
-            "has_image": bool(page.image) or (bool(page.job.source) and page.job.kind == "pdf"),
+            "has_image": bool(page.image),
             "prev_index": index - 1 if (index - 1) in neighbours else None,
             "next_index": index + 1 if (index + 1) in neighbours else None,
         }

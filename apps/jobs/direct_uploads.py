@@ -182,7 +182,12 @@ def _check(slot: DirectUpload, limits: services.Limits) -> tuple[str, Probe]:
             raise InputError(
                 ErrorCode.INPUT_TYPE_MISMATCH, f"declared {slot.content_type}, but the bytes are {CONTENT_TYPES[kind]}"
             )
-        found = probe(spool, max_pages=limits.max_pages, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
+        found = probe(
+            spool,
+            max_pages=limits.max_pages,
+            max_pixels=settings.OCR_MAX_IMAGE_PIXELS,
+            pixels_per_byte=settings.OCR_IMAGE_PIXELS_PER_BYTE,
+        )
     return digest, found
 
 

@@ -45,11 +45,11 @@ def retry(job_id, actor: str = "") -> bool:
             # Ingest never finished: run it again; it skips pages that already exist.
             Page.objects.filter(pk__in=failed).update(status=PageStatus.QUEUED, updated_at=now)
             job.status = Job.Status.QUEUED
-            send = lambda: enqueue.ingest(job.pk)  # noqa: E731
+            send = lambda: enqueue.ingest(job.pk, job.tenant)  # noqa: E731
         else:
             reset_pages(failed, now)
             job.status = Job.Status.RUNNING
-            send = lambda: enqueue.detect_layout(failed)  # noqa: E731
+            send = lambda: enqueue.detect_layout(failed, tenant=job.tenant)  # noqa: E731
         after = _in_lane(job, send)
         job.pages_failed = 0
         job.error_code = ""
@@ -79,7 +79,7 @@ def rerun(job_id, actor: str = "") -> bool:
         job.result_markdown = job.result_json = ""
         job.save()
         record(job.pk, "rerun", started=timezone.now(), actor=actor, detail={"attempt": job.attempt})
-        transaction.on_commit(_in_lane(job, lambda: enqueue.ingest(job.pk)))
+        transaction.on_commit(_in_lane(job, lambda: enqueue.ingest(job.pk, job.tenant)))
     return True
 
 

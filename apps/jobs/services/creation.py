@@ -143,7 +143,7 @@ def start_or_finish(job: Job, cached: bool) -> None:
     """After a new job's row is written, in its transaction: ingest once it commits, or, for a
     job answered from the result cache, its timeline line and the finished signal (webhooks)."""
     if not cached:
-        transaction.on_commit(lambda: send_ingest(job.pk))
+        transaction.on_commit(lambda: send_ingest(job.pk, job.tenant))
         return
     record(job.pk, "cache", started=timezone.now(), detail={"from": str(job.cached_from_id), "pages": job.page_count})
     job_finished.send(sender=Job, job_id=job.pk)
@@ -157,11 +157,11 @@ def select_pages(found: Probe, options: dict | None) -> Probe:
     return Probe(kind=found.kind, page_count=len(page_ranges.select(spec, found.page_count)))
 
 
-def send_ingest(job_id) -> None:
+def send_ingest(job_id, tenant: str | None = None) -> None:
     """After the commit the job is accepted for good: a broker that fails now must not turn the
     answer into an error. The queued row is the record; the sweep sends its ingest once the row
     is OCR_STALE_AFTER old."""
     try:
-        enqueue.ingest(job_id)
+        enqueue.ingest(job_id, tenant)
     except (BrokerError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         log.warning("job accepted but its ingest could not be sent (%s); the sweep will send it", exc)
