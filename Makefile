@@ -62,10 +62,13 @@ test-gpu-topology:
 # CHAOS_SIZE=full for the big run; CHAOS_ARGS="--seed N" repeats a run. Then a rolling upgrade of
 # every tier under load with a migration in between (tests/chaos/rolling.py, ~2.5 min at 40 jobs).
 CHAOS_SIZE ?= ci
+# The batch fault test (tests/chaos/batch.py): documents in one batch from a moto S3 prefix.
+CHAOS_BATCH_DOCS ?= 2000
 ROLLING_JOBS ?= 40
 test-chaos: venv services
 	$(BIN)/python -m tests.chaos --size $(CHAOS_SIZE) $(CHAOS_ARGS)
 	$(BIN)/python -m tests.chaos.rolling --jobs $(ROLLING_JOBS)
+	$(BIN)/python -m tests.chaos.batch --docs $(CHAOS_BATCH_DOCS)
 
 # The local stack needs only Redis (SQLite is the default database; set DATABASE_URL for PostgreSQL).
 up: migrate

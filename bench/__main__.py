@@ -37,6 +37,8 @@ BENCHMARKS = {
         "PDF page reading in ingest's budgeted child vs in process; poison pages",
     ),
     "bigdocs": ("bench.bigdocs", "run", "2,000-page born-digital and 300-page scanned PDFs: RSS, first page, pages/s"),
+    "bulk-lane": ("bench.bulk_lane", "run", "online latency with and without a batch on the bulk lane (goal ≤ 1.5x)"),
+    "cost": ("bench.cost", "run", "worker CPU-s per page and $ per 1,000 pages; the VLM stage's GPU figure on paper"),
     "tenancy": (
         "bench.tenancy",
         "run",

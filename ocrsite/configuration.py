@@ -138,6 +138,16 @@ HELP = {
     "OCR_PASSWORD_MIN_LENGTH": "minimum password length (Django's password validators)",
     "OCR_BACKPRESSURE_RETRY_AFTER": "Retry-After seconds on a backpressure 503",
     "OCR_IDEMPOTENCY_HOURS": "how long an Idempotency-Key names its job for the tenant",
+    "OCR_RESULT_CACHE": "answer a document already read (same bytes, pages, options, engine and model versions) "
+    "with its stored result, no page work",
+    "OCR_RESULT_CACHE_SHARED": "let the result cache answer one tenant with another tenant's result "
+    "(off: each tenant's results serve only that tenant)",
+    "OCR_BATCH_EXPAND_CHUNK": "a batch's items made into jobs per expansion step",
+    "OCR_BATCH_WINDOW": "a batch's unfinished jobs at most; its next items wait until fewer remain",
+    "OCR_BATCH_POLL_SECONDS": "how often a running batch's expansion looks again (new items, the end)",
+    "OCR_BATCH_MAX_ITEMS": "most keys or upload ids one batch's list may name (a prefix has no limit)",
+    "OCR_RESULT_CACHE_VERSION": "a label in every cache key: change it to stop reusing earlier results "
+    "(a model replaced under the same served name)",
     "OIDC_ISSUER": "issuer URL; bearer JWTs must carry exactly this iss (empty: OIDC off)",
     "OIDC_AUDIENCE": "required aud of bearer JWTs",
     "OIDC_JWKS_URL": "where the issuer's signing keys are fetched (empty: issuer + /.well-known/jwks.json)",
@@ -171,6 +181,12 @@ ELSEWHERE = {
     "FLOWER_PORT": ("compose/Procfile", "Flower's port in the local stack (default 5555)"),
     "OCR_CHROMIUM": ("tests/test_console_browser.py", "test-only: the Chromium the browser test drives"),
     "OCR_FAIL_PAGES": ("tests/support/faults.py", "test-only: 1-based page numbers a test worker fails in recognition"),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": (
+        "ocrsite/telemetry.py",
+        "OTLP/HTTP endpoint for traces (one per job); empty: tracing off, nothing exported. The SDK reads "
+        "every other OTEL_* variable itself (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SDK_DISABLED...)",
+    ),
+    "BULK_CONCURRENCY": ("compose/Procfile", "pool processes of the bulk lane's worker (default 2)"),
 }
 
 

@@ -29,7 +29,7 @@ from apps.jobs.documents import InputError
 from apps.jobs.models import Job, Page, StageEvent
 from ocrsite.celery import app
 from ocrsite.vocabulary import ErrorCode, TaskName
-from workers import budget, engine_setup
+from workers import budget, costs, engine_setup
 from workers.engines import textlayer
 from workers.regions import write_regions
 from workers.retry import PipelineTask
@@ -80,7 +80,7 @@ def split_document(job_id: str) -> None:
         started = timezone.now()
         send_on = _sender(job)
         try:
-            with local_copy(job.source.name) as path:
+            with costs.job_step("ingest", job), local_copy(job.source.name) as path:
                 waiting, created = _split_pages(job, path, send_on)
         except SoftTimeLimitExceeded:
             limit = settings.OCR_INGEST_SOFT_LIMIT

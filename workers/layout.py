@@ -18,7 +18,7 @@ from django.db import transaction
 from apps.jobs import enqueue, lanes, services, states
 from apps.jobs.models import Job, Page
 from ocrsite.celery import app
-from ocrsite.vocabulary import TaskName
+from ocrsite.vocabulary import Queue, TaskName
 from workers import batching, engine_setup
 from workers.batching import Collector
 from workers.engines.base import EngineError, LayoutBox, LayoutEngine
@@ -35,7 +35,21 @@ from workers.stage import PageStage
 def detect_layout(requests: list) -> None:
     """Pages collected from any jobs, in passes of at most OCR_LAYOUT_BATCH. Messages are acked
     after the pass; pages that failed transiently are sent again with backoff. A token (a message
-    without ids) takes the fairest next page from the tenants' lanes (``apps.jobs.lanes``)."""
+    without ids) takes the fairest next page from the tenants' lanes (``apps.jobs.lanes``); the
+    bulk queue's messages always carry their ids, and what they lead to stays on the bulk lane."""
+    bulk, online = [], []
+    for request in requests:
+        delivered = (getattr(request, "delivery_info", None) or {}).get("routing_key")
+        (bulk if delivered == Queue.BULK else online).append(request)
+    if bulk:
+        with enqueue.lane(Queue.BULK):
+            for chunk in batching.chunked(batching.page_ids_of(bulk), settings.OCR_LAYOUT_BATCH):
+                detect_pages(chunk)
+    if online:
+        _detect_online(online)
+
+
+def _detect_online(requests: list) -> None:
     ids = batching.page_ids_of(requests)
     tokens = batching.tokens_of(requests)
     taken = lanes.take_live("layout", tokens, settings.OCR_TASK_HARD_LIMIT, _waiting_for_layout) if tokens else []

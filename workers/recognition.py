@@ -99,7 +99,10 @@ def _write(pages: list[Page], read: Read, started: datetime, elapsed_ms: int) ->
             Page.objects.filter(pk=page.pk).update(script=result.script)
         flags = _confidence_flags(page, result.flags)
         services.flag_job(page.job_id, flags)  # before the page counts: assembly reads the job's flags
-        if services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed_ms, flags=flags) is None:
+        # The VLM's estimated GPU time for this page (0 on the CPU engines).
+        gpu_ms = sum(t.gpu_ms or 0 for t in result.texts) + sum(t.gpu_ms or 0 for _, t in found)
+        finished = services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed_ms, flags=flags, gpu_ms=gpu_ms)
+        if finished is None:
             # The claim went stale and was handed on: the other worker's text is the one kept.
             transaction.set_rollback(True)
             return

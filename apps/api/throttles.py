@@ -160,9 +160,12 @@ def waiting_by_tenant() -> dict[str, int]:
     jobs are counted too: an overestimate that errs towards refusing.
     """
     waiting: dict[str, int] = {}
-    queued = Job.objects.filter(status=Job.Status.QUEUED).values("tenant").annotate(n=Sum("page_count"))
+    # A batch's jobs wait on the bulk lane, bounded by OCR_BATCH_WINDOW: they never close the door.
+    queued = (
+        Job.objects.filter(status=Job.Status.QUEUED, batch__isnull=True).values("tenant").annotate(n=Sum("page_count"))
+    )
     split = (
-        Page.objects.filter(status__in=list(PAGE_WAITS_FOR), job__status=Job.Status.RUNNING)
+        Page.objects.filter(status__in=list(PAGE_WAITS_FOR), job__status=Job.Status.RUNNING, job__batch__isnull=True)
         .values("job__tenant")
         .annotate(n=Count("pk"))
     )

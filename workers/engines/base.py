@@ -59,6 +59,10 @@ class RegionText:
     lines: tuple[TextLine, ...] = ()
     flags: tuple[str, ...] = ()
     latency_ms: int | None = None
+    # A VLM request's estimated GPU time: its latency times its share of the server while it ran
+    # (1 / the requests this process had in flight, at its start and end averaged). Requests from
+    # other processes share the GPU too, so with several workers per server this is an upper bound.
+    gpu_ms: int | None = None
     # (code, message) when this region could not be read though the page as a whole could.
     error: tuple[str, str] | None = None
     # A table region's grid (``workers.content.tables.to_dict``): rows × columns of cells with
