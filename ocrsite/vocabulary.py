@@ -112,6 +112,10 @@ class PageFlag(StrEnum):
     # An OCR page in a script no recogniser here reads (Korean, Cyrillic, Arabic, Hebrew,
     # Devanagari, ...): only its lines read with confidence are kept (workers/engines/cpu/script.py).
     SCRIPT_UNSUPPORTED = "script:unsupported"
+    # An OCR page whose language (identified from what it read) is written with letters the
+    # recogniser that read it cannot write (Vietnamese's tone marks): its text is kept, and lacks
+    # them (workers/engines/cpu/language.py).
+    LANGUAGE_UNSUPPORTED = "language:unsupported"
 
 
 class ErrorCode(StrEnum):

@@ -22,6 +22,7 @@ import numpy as np
 from ocrsite.memory import release_freed_memory
 from ocrsite.vocabulary import CpuModel, CpuRuntime, ErrorCode
 from workers.engines.base import EngineError, LayoutBox, Recognition, TextLine
+from workers.engines.cpu import language as language_check
 from workers.engines.cpu import script as script_check
 from workers.engines.cpu import tiles
 from workers.engines.cpu.budget import resolve_threads
@@ -119,6 +120,7 @@ class RapidOcrRecognizer:
         self._onnxruntime_cfg = cfg.EngineConfig.onnxruntime
         self._full_head = self._recognition if (config.rec_model, config.rec_head) == ("small", "full") else None
         self._rereader = None
+        self._charset: frozenset[str] | None = None  # what the page's readers can write (_language_flags)
         if self._rereads(config):
             # On onnxruntime whatever reads the page: it keeps no state per input shape, and the
             # unsure lines' widths are many (on OpenVINO the CLI's peak grew with them).
@@ -262,7 +264,8 @@ class RapidOcrRecognizer:
         scores = [score for _text, score in read]
         if not self.config.script_check or not script_check.needs_check(scores):
             read = self._reread_unsure(crops, read)
-            return read, script_check.script_of(read), ()
+            script = script_check.script_of(read)
+            return read, script, self._language_flags(read, script)
         widths = [crop.shape[1] / max(1, crop.shape[0]) for crop in crops]
         picked = script_check.sample(scores, widths)
         full = self._full_head_recognizer()
@@ -290,7 +293,30 @@ class RapidOcrRecognizer:
                 (text, score) if score >= script_check.UNSURE_BELOW and any(c.isalnum() for c in text) else ("", 0.0)
                 for text, score in read
             ]
-        return read, check.script, check.flags
+            return read, check.script, check.flags
+        return read, check.script, (*check.flags, *self._language_flags(read, check.script))
+
+    def _language_flags(self, read: list[tuple[str, float]], script: str) -> tuple[str, ...]:
+        """``language:unsupported`` when a Latin page's confident reading is in a language whose
+        letters the recognisers that read it (the recogniser and its re-reader) cannot write
+        (``language.check``; the identifier loads on the first page with enough text)."""
+        if not self.config.script_check or script != script_check.SCRIPT_LATIN:
+            return ()
+        text = " ".join(t for t, score in read if score >= script_check.UNSURE_BELOW)
+        if not language_check.needs_check(text):
+            return ()
+        if self._charset is None:
+            readers = [r for r in (self._recognition, self._rereader) if r is not None]
+            self._charset = language_check.charset_of(r.postprocess_op.character for r in readers)
+        found = language_check.check(text, self._charset)
+        if found.unsupported:
+            log.info(
+                "language check: %s needs %s, which the recogniser cannot write (%.1f%% of its letters)",
+                found.language,
+                found.missing,
+                100 * found.missing_share,
+            )
+        return found.flags
 
     def _full_head_recognizer(self):
         """The small model with its full classifier (Han, kana, Latin): the recogniser or the
