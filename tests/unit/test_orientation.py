@@ -78,6 +78,17 @@ def test_other_scripts_upright_stay_upright(name):
     assert found.flags == (PageFlag.ORIENTATION_UNSURE,)
 
 
+@pytest.mark.parametrize("rotation", [0, 180])
+def test_an_upright_japanese_page_is_confirmed_and_comes_back_upright(rotation):
+    """Japanese prose (tests/data/script): the tiny recogniser has no kana, so its reading is weak
+    both ways (0.76 as it stands, 0.48 turned: unsure); the small full-head model reads the same
+    lines again and confirms the page, whichever way it came."""
+    image = _pdf_page(BUNDLED_DATA / "script" / "japanese_text.pdf", 200)
+    turned, found = upright(_turned(image, rotation), reader())
+    assert (found.rotation, found.unsure) == (rotation, False), found
+    assert np.array_equal(turned, image)
+
+
 @pytest.mark.parametrize("rotation", [90, 180, 270])
 def test_weak_evidence_leaves_the_page_as_it_stands_and_flags_it(rotation):
     """Hebrew turned over or sideways: no reading confirms any turn, so none is made."""

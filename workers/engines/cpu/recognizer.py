@@ -348,6 +348,15 @@ class RapidOcrRecognizer:
         except Exception as exc:  # as read_page
             raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
 
+    def read_crops_full_head(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+        """(text, confidence) of each line crop (BGR, text running across) by the small model's full
+        head (Han, kana, Latin), built on first need (``_full_head_recognizer``)."""
+        try:
+            with self._lock:
+                return self._read_crops(crops, self._full_head_recognizer(), width_step=0)
+        except Exception as exc:  # as read_page
+            raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
+
     @staticmethod
     def _rereads(config: CpuRecognizerConfig) -> bool:
         return config.reread_below > 0 and config.reread_model != config.rec_model
