@@ -1,7 +1,9 @@
-"""A scanned Japanese page and a scanned Korean page through the running system on the default
-profile (real API, PostgreSQL, Redis, Celery worker and engines): the JSON says each page's script,
-the Japanese page reads, the Korean page is flagged ``script:unsupported`` (page, job, console and
-/metrics), never passed off as read."""
+"""A scanned Japanese page, a scanned Korean page and a scanned Vietnamese page through the running
+system on the default profile (real API, PostgreSQL, Redis, Celery worker and engines): the JSON
+says each page's script, the Japanese page reads (upright, confirmed), the Korean page is flagged
+``script:unsupported`` and the Vietnamese page ``language:unsupported`` (its tone-marked letters
+are in no recogniser's dictionary here) on the page, the job, the console and /metrics, never
+passed off as read."""
 
 from __future__ import annotations
 
@@ -16,19 +18,23 @@ from PIL import Image
 from apps.jobs.documents import render_pdf_page
 from apps.jobs.models import Page
 from bench.accuracy import char_scores, json_text
+from bench.evaluation.corpus import FILES as CORPUS_FILES
+from ocrsite.vocabulary import PageFlag
 from tests.support.console import client_for, make_operator, scrape
 from tests.support.documents import BUNDLED_DATA
 from tests.support.jobs_api import upload, wait_for_job
+from workers.engines.cpu.language import FLAG_LANGUAGE_UNSUPPORTED
 from workers.engines.cpu.script import FLAG_SCRIPT_UNSUPPORTED
 
 SCRIPT_DATA = BUNDLED_DATA / "script"
+VIETNAMESE = CORPUS_FILES / "udhr" / "udhr_vie.pdf"  # the Declaration's first page (bench/corpus)
 
 
-def _scan(*names: str) -> tuple[bytes, list[str]]:
+def _scan(*paths) -> tuple[bytes, list[str]]:
     """The pages as a scanner delivers them: 200-dpi greyscale JPEGs, no text layer; and their text."""
     doc, truths = pymupdf.open(), []
-    for name in names:
-        with pymupdf.open(SCRIPT_DATA / name) as src:
+    for path in paths:
+        with pymupdf.open(path) as src:
             image, _ = render_pdf_page(src[0], 200, 10**9)
             truths.append(src[0].get_text())
         height, width = image.shape[:2]
@@ -42,20 +48,23 @@ def _scan(*names: str) -> tuple[bytes, list[str]]:
 @pytest.mark.django_db(transaction=True)
 def test_each_page_reads_in_its_script_or_is_flagged(api, worker, settings):
     settings.METRICS_CACHE_SECONDS = 0
-    data, truths = _scan("japanese_text.pdf", "korean_text.pdf")
+    data, truths = _scan(SCRIPT_DATA / "japanese_text.pdf", SCRIPT_DATA / "korean_text.pdf", VIETNAMESE)
     resp = upload(api, "cjk.pdf", data=data)
     assert resp.status_code == 202, resp.content
     job_id = resp.json()["id"]
     done = wait_for_job(api, job_id, timeout=600)
     assert done["status"] == "done", done
     result = json.loads(api.get(f"/api/v1/jobs/{job_id}/result?format=json").content)
-    japanese, korean = result["pages"]
-    # (The orientation check, which reads with the tiny model, cannot confirm a kana-heavy page
-    # upright and may flag it orientation:unsure; the page is read as it stands either way.)
-    assert japanese["script"] == "cjk" and FLAG_SCRIPT_UNSUPPORTED not in japanese["flags"]
+    japanese, korean, vietnamese = result["pages"]
+    # Confirmed upright: the orientation check reads again with the full head a page the tiny
+    # head (no kana) leaves unsure.
+    assert japanese["script"] == "cjk" and japanese["flags"] == [], japanese["flags"]
     assert char_scores(json_text({"pages": [japanese]}), truths[0]).f1 >= 0.95
     assert korean["script"] == "unsupported" and FLAG_SCRIPT_UNSUPPORTED in korean["flags"]
     assert FLAG_SCRIPT_UNSUPPORTED in result["flags"]
+    assert vietnamese["script"] == "latin" and FLAG_LANGUAGE_UNSUPPORTED in vietnamese["flags"]
+    assert PageFlag.ORIENTATION_UNSURE not in vietnamese["flags"]
+    assert FLAG_LANGUAGE_UNSUPPORTED in result["flags"]
 
     operator = client_for(make_operator())
     listing = operator.get(reverse("admin:jobs_job_changelist") + "?flagged=yes")
@@ -65,7 +74,12 @@ def test_each_page_reads_in_its_script_or_is_flagged(api, worker, settings):
     assert list(Page.objects.filter(job_id=job_id).order_by("index").values_list("script", flat=True)) == [
         "cjk",
         "unsupported",
+        "latin",
     ]
     metrics = scrape()
     assert metrics[("ocr_pages_flagged_total", (("flag", FLAG_SCRIPT_UNSUPPORTED),))] >= 1
     assert metrics[("ocr_jobs_flagged_total", (("flag", FLAG_SCRIPT_UNSUPPORTED),))] >= 1
+    assert metrics[("ocr_pages_flagged_total", (("flag", FLAG_LANGUAGE_UNSUPPORTED),))] >= 1
+    assert metrics[("ocr_jobs_flagged_total", (("flag", FLAG_LANGUAGE_UNSUPPORTED),))] >= 1
+    page = operator.get(reverse("admin:jobs_job_change", args=[job_id]))
+    assert FLAG_LANGUAGE_UNSUPPORTED in page.content.decode(), "the job page's banner names the flag"
