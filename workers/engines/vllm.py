@@ -30,17 +30,20 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import cv2
-import httpx2
 import numpy as np
-import openai
 
 from ocrsite.backoff import Backoff
 from ocrsite.vocabulary import ErrorCode
 from workers.content import tables
 from workers.engines import profiles, vlm_output
 from workers.engines.base import NOT_READ_TASKS, EngineError, LayoutBox, Recognition, RegionText
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +133,11 @@ class VllmRecognizer:
         request (measured: the largest cost per request with 256 connections), so the pool is
         split into shards of at most SHARD connections; a request takes the least busy shard,
         which always has a free connection while fewer than ``bound`` requests are in flight."""
+        # Imported when a vLLM engine first runs: ~0.5 CPU-s (httpx2 builds its TLS context as it
+        # loads) that processes which never call vLLM (the CLI, CPU workers) skip.
+        import httpx2
+        import openai
+
         bound = self.config.max_in_flight
         count = max(1, math.ceil(bound / SHARD))
         size = math.ceil(bound / count)
@@ -247,6 +255,8 @@ class VllmRecognizer:
         return list(await asyncio.gather(*(self._one(call) for call in calls)))
 
     async def _one(self, call: _Call) -> _Answer:
+        import openai
+
         cfg = self.config
         last: tuple[str, str] = (ErrorCode.VLLM_UNAVAILABLE, "no attempt made")
         for attempt in range(cfg.retries + 1):
@@ -264,6 +274,8 @@ class VllmRecognizer:
         return _Answer(error=(last[0], f"{last[1]} (after {cfg.retries + 1} attempts)"), transient=True)
 
     async def _attempt(self, call: _Call) -> _Answer:
+        import openai
+
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         started = time.perf_counter()
@@ -295,6 +307,8 @@ class VllmRecognizer:
         with a plain dict body and the raw response: the SDK's typed ``create`` walks the
         whole payload to transform it and builds pydantic models of the answer, which was
         measured at about half the dispatcher's CPU per region."""
+        import httpx2
+
         body = {
             "model": self.model,
             "messages": [
