@@ -64,7 +64,11 @@ class Product:
         self.engine = RapidOcrRecognizer(config)
 
     def warm(self, image: np.ndarray) -> None:
+        """Every model loaded before the clock (they load when a page first needs them): the page
+        once as the product reads it, once detected at full size, and the re-reader."""
         self(image, 0)
+        self.engine.read_page(image, full_detection=True)
+        _ = self.engine._rereader
 
     def __call__(self, image: np.ndarray, dpi: int) -> str:
         regions = self.layout.detect([image])[0]

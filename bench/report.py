@@ -34,7 +34,7 @@ HEADERS = ("benchmark", "measure", "ours", "reference", "ratio", "spread (min–
 # Benchmarks whose rows come from another branch until it is merged: a placeholder keeps the
 # table honest about what this report does not hold.
 PLACEHOLDERS: dict[str, dict] = {}
-ORDER = ("pipeline", "cpu-engine", "memory", "text-layer", "ingest", "tables", "orientation")
+ORDER = ("pipeline", "cpu-engine", "cli", "memory", "text-layer", "ingest", "tables", "orientation")
 # Runs recorded before the benchmarks were named for what they measure.
 FORMER_NAMES = {"p1": "pipeline", "p2": "cpu-engine", "p2tune": "cpu-knobs", "p3": "text-layer", "p4": "ingest"}
 

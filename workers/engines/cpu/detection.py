@@ -83,13 +83,26 @@ class TextDetection:
     def _detect(self, det, image: np.ndarray, side: int, kind: str) -> np.ndarray:
         from rapidocr.ch_ppocr_det.utils import DetPreProcess
 
-        tensor = DetPreProcess(side, kind, det.mean, det.std)(image)
-        if tensor is None:
+        pre = DetPreProcess(side, kind, det.mean, det.std)
+        resized = pre.resize(image)
+        if resized is None:
             return np.zeros((0, 4, 2), np.float32)
-        boxes, _scores = det.postprocess_op(det.session(tensor), image.shape[:2])
+        boxes, _scores = det.postprocess_op(det.session(_normalised(resized, pre.mean, pre.std)), image.shape[:2])
         if len(boxes) == 0:
             return np.zeros((0, 4, 2), np.float32)
         return det.sorted_boxes(boxes)
+
+
+def _normalised(image: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """The detector's input tensor (1 x 3 x H x W, float32) from a resized BGR page: pixels / 255,
+    less ``mean``, over ``std``, per channel. rapidocr's DetPreProcess computes the same in float64
+    and converts at the end: page-sized float64 temporaries (~200 MB at full size) and about twice
+    the time; in float32, in place, the values agree to float32 rounding (the same word F1 on every
+    real page, bench cpu-engine)."""
+    x = image.astype(np.float32)
+    x *= (1.0 / (255.0 * np.asarray(std))).astype(np.float32)
+    x -= (np.asarray(mean) / np.asarray(std)).astype(np.float32)
+    return np.ascontiguousarray(x.transpose(2, 0, 1))[None]
 
 
 def probe_is_lines(heights: np.ndarray, min_px: float) -> bool:
