@@ -176,7 +176,14 @@ def test_a_page_holding_a_table_is_detected_at_full_size(cache_dir):
     engine.recognize(image, [LayoutBox("table", (0, 0, w, h))])
     engine.recognize(image, [LayoutBox("text", (0, 0, w, h))])
     # The next page without a table is probed again: nothing of the table page's choice stays.
-    assert passes == ["probe", "full", "probe"]
+    # Normal print: the full-size pass runs on the probe's (tiny) model; the small one is kept for
+    # small print, where the tiny detector loses words (test_two_pass_detection_...).
+    assert passes == ["probe", "full-probe-model", "probe"]
+    small = Image.fromarray(image).resize((w // 4, h // 4), Image.LANCZOS)
+    sheet = Image.new("RGB", (1400, 2000), "white")
+    sheet.paste(small, (100, 100))
+    engine.recognize(np.asarray(sheet), [LayoutBox("table", (0, 0, 1400, 2000))])
+    assert passes[-1] == "full"
 
 
 def _cells() -> np.ndarray:

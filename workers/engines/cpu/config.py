@@ -79,6 +79,10 @@ class CpuRecognizerConfig:
     # dev pages normal print measures 16–48 px at 960 and the 6-pt NICS table 11 px.
     det_probe_side: int = 0
     det_probe_min_px: float = 13.0
+    # A page the layout says holds a table is detected at full size. True: by the probe's model when
+    # the probe finds clean lines of normal print (the small detector only for small print); the
+    # tiny detector costs ~1/3 of the small one there (detection.TextDetection._full_size_by_print).
+    det_table_probe_model: bool = False
     model_cache_dir: str = ""
     # Inference runtime for recognition, reading the same ONNX file: "onnxruntime", "openvino"
     # (Intel's CPU runtime) or "auto" (resolved by profile_config / the recognizer: see
@@ -105,6 +109,7 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
         "det_probe_box_thresh": 0.3,
         "rec_head": "latin",
         "det_probe_side": 960,
+        "det_table_probe_model": True,
         "rec_batch": 4,
         "rec_min_width": 96,
         "rec_width_step": 160,

@@ -14,6 +14,9 @@ import numpy as np
 from workers.engines.cpu.config import CpuRecognizerConfig
 
 PROBE, FULL = "probe", "full"
+# A page detected at full size by the probe's model (``table_probe_model``): its print is normal
+# size, and the full size is there only to keep a table's cells apart.
+FULL_PROBE_MODEL = "full-probe-model"
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class TextDetection:
         self._probe = config.det_probe_side
         self._min_px = config.det_probe_min_px
         self._full = (config.det_limit_side, config.det_limit_type)
+        self._table_probe_model = config.det_table_probe_model
 
     def _detector(self, which: str):
         if which == PROBE and self._make_probe is None:
@@ -70,6 +74,8 @@ class TextDetection:
         return self._detector(FULL).session
 
     def __call__(self, image: np.ndarray, *, full: bool = False) -> Detected:
+        if full and self._probe > 0 and self._table_probe_model:
+            return self._full_size_by_print(image)
         if self._probe > 0 and not full:
             quads = self._detect(self._detector(PROBE), image, self._probe, "max")
             if len(quads):
@@ -78,6 +84,17 @@ class TextDetection:
                     return Detected(quads, PROBE)
             elif ink_share(image) < FULL_PASS_MIN_INK:
                 return Detected(quads, PROBE)
+        return Detected(self._detect(self._detector(FULL), image, *self._full), FULL)
+
+    def _full_size_by_print(self, image: np.ndarray) -> Detected:
+        """A page that must be detected at full size (a table: at the probe's size neighbouring
+        cells merge): by the probe's own, cheaper model where the probe finds clean lines of
+        normal print, by the full-size pass's model where the print is small (``probe_is_lines``):
+        on 6-pt print the tiny detector loses words at any size (the NICS table: F1 0.976 -> 0.946)."""
+        quads = self._detect(self._detector(PROBE), image, self._probe, "max")
+        scale = min(1.0, self._probe / max(image.shape[:2]))
+        if len(quads) and probe_is_lines(line_heights(quads) * scale, self._min_px):
+            return Detected(self._detect(self._detector(PROBE), image, *self._full), FULL_PROBE_MODEL)
         return Detected(self._detect(self._detector(FULL), image, *self._full), FULL)
 
     def _detect(self, det, image: np.ndarray, side: int, kind: str) -> np.ndarray:
