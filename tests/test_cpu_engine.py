@@ -50,7 +50,12 @@ def test_profiles_select_their_engine_config():
     )
     assert profile_config("fast", runtime="auto").runtime == auto_runtime()
     accurate = profile_config("accurate")
-    assert accurate == CpuRecognizerConfig(rec_batch=16), "accurate is the engine as it was"
+    assert (accurate.rec_model, accurate.det_model, accurate.det_probe_model, accurate.rec_head) == (
+        "small",
+        "small",
+        "small",
+        "full",
+    ), "accurate reads every script with the small models"
     # An explicitly configured knob beats the profile's value.
     assert profile_config("fast", rec_batch=16).rec_batch == 16
     with pytest.raises(ValueError, match="unknown CPU engine profile"):

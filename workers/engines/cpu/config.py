@@ -94,8 +94,8 @@ class CpuRecognizerConfig:
 # the Latin head, two-pass detection (tiny at 960 px, small at full size), batches of 4 line crops (crops are sorted by
 # width, so small batches pad less: less recognition CPU than 16 at the same word F1, and a lower
 # peak memory) padded to 96 px rather than 320 (short crops: table cells, numbers), recognised on
-# onnxruntime; "accurate" is the small models reading every script at full detection resolution on
-# onnxruntime. bench cpu-engine measures both. fast chose OpenVINO on AVX-512 CPUs ("auto") while it
+# onnxruntime; "accurate" is the small models reading every script, probing at 960 px with the
+# small detector, on onnxruntime. bench cpu-engine measures both. fast chose OpenVINO on AVX-512 CPUs ("auto") while it
 # recognised with the small model; with the tiny one, on an AVX-512 EPYC (2026-12-04), OpenVINO was
 # ~15 % cheaper but dropped a word on two dev pages (its padded widths) that onnxruntime and
 # Tesseract read, and held ~50 MB more, while onnxruntime was already at 0.7x Tesseract's CPU.
@@ -121,9 +121,12 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
         "rec_model": CpuModel.SMALL,
         "det_probe_box_thresh": 0.5,
         "rec_head": "full",
-        "det_probe_side": 0,
-        "rec_batch": 16,
-        "rec_min_width": 320,
+        # The small detector probes at 960 px as well (full size for small print and tables), and
+        # crops are padded to 96 px in batches of 4, as in fast: on the dev pages half the CPU at
+        # the same word F1 (1.000 on every page; the tiny detector as probe lost a word).
+        "det_probe_side": 960,
+        "rec_batch": 4,
+        "rec_min_width": 96,
         "runtime": CpuRuntime.ONNXRUNTIME,
     },
 }
