@@ -140,8 +140,9 @@ class RapidOcrRecognizer:
         probe_cfg = det.copy()
         probe_cfg.model_path = str(wheel_model("det", config.det_probe_model))
         probe_cfg.box_thresh = config.det_probe_box_thresh
-        # The probe keeps onnxruntime's memory patterns: its inputs are a quarter the size.
-        return TextDetector(self._with_session(probe_cfg))
+        # Memory patterns as for the full-size pass: a table page of normal print is detected at full
+        # size by the probe's model (TextDetection._full_size_by_print).
+        return TextDetector(self._with_session(probe_cfg, memory_patterns=self.config.det_memory_patterns))
 
     @functools.cached_property
     def _recognition(self):
