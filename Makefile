@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-fast test-vllm test-images test-gpu-topology test-chaos up services bench bench-report bench-readme docs lint migrate clean locks k8s
+.PHONY: venv demo test test-fast test-vllm test-images test-gpu-topology test-chaos up services bench bench-report bench-readme eval eval-ci eval-baseline docs lint migrate clean locks k8s
 
 # The images' lock constrains the runtime's transitive dependencies, so tests run what ships and a
 # new upstream release does not change a fresh machine's venv.
@@ -55,10 +55,13 @@ test-gpu-topology:
 
 # The whole stack under faults (tests/chaos): its own Redis, its own PostgreSQL cluster, gunicorn,
 # one worker per queue and beat; load, SIGKILLs, a Redis restart and a PostgreSQL crash + restart.
-# CHAOS_SIZE=full for the big run; CHAOS_ARGS="--seed N" repeats a run.
+# CHAOS_SIZE=full for the big run; CHAOS_ARGS="--seed N" repeats a run. Then a rolling upgrade of
+# every tier under load with a migration in between (tests/chaos/rolling.py, ~2 min at 30 jobs).
 CHAOS_SIZE ?= ci
+ROLLING_JOBS ?= 30
 test-chaos: venv services
 	$(BIN)/python -m tests.chaos --size $(CHAOS_SIZE) $(CHAOS_ARGS)
+	$(BIN)/python -m tests.chaos.rolling --jobs $(ROLLING_JOBS)
 
 # The local stack needs only Redis (SQLite is the default database; set DATABASE_URL for PostgreSQL).
 up: migrate
@@ -77,13 +80,31 @@ bench-report: venv
 bench-readme: venv
 	$(BIN)/python -m bench readme
 
+# The public evaluation corpus (bench/corpus/, docs/evaluation.md): every page through the embedded
+# pipeline `manage.py ocr` runs, Tesseract beside it; writes bench/results/eval-YYYY-MM-DD.md and
+# its run JSON. EVAL_ARGS="--only receipt" narrows it.
+eval: venv
+	bash .ci/eval-tools.sh
+	$(BIN)/python -m bench.evaluation $(EVAL_ARGS)
+
+# The CI slice with its gates (no upright page turned, no page done under 0.5 F1 without a flag,
+# no class under bench/corpus/baseline-ci.json): fails the run when one fails. No Tesseract.
+eval-ci: venv
+	$(BIN)/python -m bench.evaluation --ci --no-tesseract --gate $(EVAL_ARGS)
+
+# Record the CI slice's per-class F1 as the new baseline (after a change that is meant to move it).
+eval-baseline: venv
+	$(BIN)/python -m bench.evaluation --ci --no-tesseract --record-baseline
+
 # Pages generated from the code: docs/configuration.md from ocrsite/settings.py (a test fails when stale).
 docs: venv
 	$(BIN)/python -m ocrsite.configuration > docs/configuration.md
 
-# ruff (rules in pyproject.toml) and the import layering (import-linter contracts in pyproject.toml).
+# ruff (rules in pyproject.toml), the import layering (import-linter contracts in pyproject.toml),
+# and the models against their migrations (no database needed: SQLite in memory).
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
+	DATABASE_URL=sqlite://:memory: $(BIN)/python manage.py makemigrations --check --dry-run
 
 # Per-image dependency locks (requirements/lock/), resolved by uv for the images' platform.
 locks: venv

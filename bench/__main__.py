@@ -22,7 +22,11 @@ BENCHMARKS = {
     "pipeline": ("bench.pipeline", "run", "pages/s through REST + Celery + Redis vs direct engine calls"),
     "ingest": ("bench.ingest", "run", "ingest: 64 concurrent 1 MB uploads, product vs a framework-free reference"),
     "tables": ("bench.tables_teds", "run", "TEDS of the dev table pages, born-digital and rasterised"),
-    "orientation": ("bench.orientation", "run", "scan orientation step: CPU-s per upright page, turns found"),
+    "orientation": (
+        "bench.orientation",
+        "run",
+        "orientation check by reading: CPU-s per page vs the page's OCR, turns found",
+    ),
     "page-budget": (
         "bench.page_budget",
         "run",

@@ -43,8 +43,9 @@ def production_config(**overrides) -> CpuRecognizerConfig:
     """The recognizer config a worker builds (``workers.engine_setup`` reads the same settings)."""
     django_settings()
     from workers import engine_setup
+    from workers.engines.cpu.settings import recognizer_from_settings
 
-    return replace(engine_setup.deployment().cpu_recognizer, **overrides)
+    return replace(recognizer_from_settings(engine_setup.deployment().settings), **overrides)
 
 
 def profile_config(profile: str, **overrides) -> CpuRecognizerConfig:

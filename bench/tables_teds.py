@@ -53,10 +53,11 @@ def run(argv: list[str]) -> list[dict]:
         # The engines as a worker builds them (the deployment's profile, OCR_CPU_PROFILE).
         django_settings()
         from workers import engine_setup
+        from workers.engines.cpu.settings import layout_from_settings, recognizer_from_settings
 
-        deployment = engine_setup.deployment()
-        layout = RapidLayoutEngine(deployment.cpu_layout)
-        recognizer = RapidOcrRecognizer(deployment.cpu_recognizer)
+        deployment = engine_setup.deployment().settings
+        layout = RapidLayoutEngine(layout_from_settings(deployment))
+        recognizer = RapidOcrRecognizer(recognizer_from_settings(deployment))
     rows = []
     for name in PAGES:
         truth = (TRUTH / name.replace(".pdf", ".html")).read_text()

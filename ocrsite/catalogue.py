@@ -8,9 +8,10 @@ adapters are named by module path and imported only by a worker that builds one,
 that never sees a GPU job never imports paddle nor opens a pool to vLLM.
 
 Adding an engine is one adapter module under ``workers/engines/`` with a
-``build(engines: EngineSettings)`` function returning a ``LayoutEngine`` or a ``Recognizer``,
-plus one entry here: a layout or recogniser part naming that function, and, for clients to ask
-for it per job, a job engine that uses it.
+``build(config: EngineSettings)`` function returning a ``LayoutEngine`` or a ``Recognizer`` (its
+options from its own config's ``from_settings(config.settings)``), plus one entry here: a layout
+or recogniser part naming that function, and, for clients to ask for it per job, a job engine
+that uses it.
 """
 
 from __future__ import annotations

@@ -61,6 +61,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Request counts and latencies for /metrics; Before must be first and After last.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    # RFC 7239 Forwarded from the trusted proxy, as X-Forwarded-*, before anything reads them.
+    "apps.api.proxy.ForwardedMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (collected into STATIC_ROOT at image build) straight from the app server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -223,6 +225,11 @@ OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # is bounded by the pod's limit).
 OCR_CLI_MMAP_THRESHOLD = env_int("OCR_CLI_MMAP_THRESHOLD", 2 * 1024 * 1024)
 OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
+# An OCR page whose confidence (workers/content/confidence.py) is under this is flagged
+# ocr:low-confidence. Upside-down print and scripts the recogniser does not know read at
+# 0.51-0.80, upright print (dev scans, receipts, the bulletin) at 0.95 and more
+# (docs/rotation-and-conservation.md).
+OCR_LOW_CONFIDENCE = env_float("OCR_LOW_CONFIDENCE", 0.85)
 # What one PDF page may cost ingest (workers/budget.py): CPU seconds and memory (MB, on top of the
 # worker's own) of the child process that reads it, characters of text it yields, and a wall-clock
 # backstop. Past any of them the job fails input:too-complex.
@@ -250,6 +257,8 @@ VLLM_RETRIES = env_int("VLLM_RETRIES", 4)
 VLLM_BACKOFF_S = env_float("VLLM_BACKOFF_S", 0.5)
 VLLM_MAX_TOKENS = env_int("VLLM_MAX_TOKENS", 0)  # 0: the profile's ceiling
 VLLM_CANCEL_POLL_S = env_float("VLLM_CANCEL_POLL_S", 0.5)
+VLLM_OVERLOAD_DEADLINE_S = env_float("VLLM_OVERLOAD_DEADLINE_S", 900.0)
+VLLM_GLOBAL_MAX_IN_FLIGHT = env_int("VLLM_GLOBAL_MAX_IN_FLIGHT", 0)
 OCR_VLLM_LABELS = env_list("OCR_VLLM_LABELS", [])  # only these labels to the VLM; the rest CPU
 
 # --- Pipeline timing -------------------------------------------------------------------------
@@ -321,6 +330,10 @@ OCR_WEBHOOK_MAX_RESPONSE_BYTES = env_int("OCR_WEBHOOK_MAX_RESPONSE_BYTES", 64 * 
 # CIDRs a callback may reach although they are not public (loopback, private, link-local...):
 # e.g. "10.20.0.0/16" for an in-cluster receiver. Empty: public addresses only.
 OCR_WEBHOOK_ALLOW_NETS = env_list("OCR_WEBHOOK_ALLOW_NETS", [])
+# What the deployment's egress lets webhooks out on (empty: anything); a callback_url outside it is
+# refused at the door. The cluster allows https on 443 only (k8s/base/config.env); compose, any.
+OCR_WEBHOOK_SCHEMES = env_list("OCR_WEBHOOK_SCHEMES", [])
+OCR_WEBHOOK_PORTS = [int(p) for p in env_list("OCR_WEBHOOK_PORTS", [])]
 # After a rotation the old secret keeps signing (alongside the new one) this long.
 OCR_WEBHOOK_ROTATION_OVERLAP_H = env_int("OCR_WEBHOOK_ROTATION_OVERLAP_H", 24)
 # The API's public origin (https://ocr.example.com), for the links in webhook events.
@@ -340,10 +353,13 @@ REST_FRAMEWORK = {
     ],
     # Authenticated *and* acting for a tenant: a Django user needs an explicit TenantUser link.
     "DEFAULT_PERMISSION_CLASSES": ["apps.api.auth.ActsForTenant"],
+    # Every view is throttled: a new view without its own throttle gets the polls budget (cheap
+    # reads); submissions name SubmissionThrottle. Unauthenticated probes have no tenant to count.
+    "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttles.PollThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env_int("OCR_API_PAGE_SIZE", 50),
-    "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "apps.api.handlers.exception_handler",
     # ?format= selects markdown|json on the result endpoint, not a DRF renderer.
     "URL_FORMAT_OVERRIDE": None,
 }
@@ -434,6 +450,9 @@ if not OIDC_ALGORITHMS or set(OIDC_ALGORITHMS) - _ASYMMETRIC:
 # Behind N TLS-terminating proxies: trust X-Forwarded-Proto for https, and take the client's
 # address from X-Forwarded-For (N hops from the right) for login throttling.
 DJANGO_TRUSTED_PROXY_COUNT = env_int("DJANGO_TRUSTED_PROXY_COUNT", 0)
+# The form that proxy writes: X-Forwarded-* (APIM, most proxies) or RFC 7239 Forwarded (API
+# Gateway HTTP APIs, which reserve X-Forwarded-*): apps.api.proxy.
+DJANGO_PROXY_HEADERS = env_choice("DJANGO_PROXY_HEADERS", "x-forwarded", ("x-forwarded", "forwarded"))
 if DJANGO_TRUSTED_PROXY_COUNT > 0:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Production transport: HTTPS only, secure cookies, HSTS. Off by default for the local stack.

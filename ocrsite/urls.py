@@ -8,10 +8,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 # views rather than in the api app's ready(), so processes that serve no URL (the embedded CLI,
 # workers) skip drf-spectacular's import (~0.3 CPU-s).
 from apps.api import schema  # noqa: F401
-from apps.jobs.views import metrics
+from apps.api.metrics import metrics
 
 # An exception no view handled: a lost database answers 503 busy:database, anything else 500.
-handler500 = "apps.api.errors.server_error"
+handler500 = "apps.api.handlers.server_error"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -80,6 +80,24 @@ class CpuRuntime(StrEnum):
     AUTO = "auto"  # openvino where the CPU has AVX-512, onnxruntime elsewhere
 
 
+class PageFlag(StrEnum):
+    """What a finished page says about itself (``Page.flags``, gathered on ``Job.flags``): the one
+    list of page flags. Each reaches the JSON result (job and page ``flags``), the console (the
+    job list's *flags* filter, the job page's banner) and /metrics (``ocr_pages_flagged_total``,
+    ``ocr_jobs_flagged_total``, a series per flag here, zero until one is seen). A page is
+    ``done`` with its flags: they say what to check, not that it failed."""
+
+    # Conservation (born-digital pages, docs/rotation-and-conservation.md): what the page gave up
+    # to keep every word of its text layer.
+    CONSERVATION_TABLE_AS_TEXT = "conservation:table-as-text"
+    CONSERVATION_PAGE_AS_TEXT = "conservation:page-as-text"
+    CONSERVATION_WORDS_LOST = "conservation:words-lost"
+    # A scan whose reading did not confirm which way is up: left as submitted.
+    ORIENTATION_UNSURE = "orientation:unsure"
+    # An OCR page read with a confidence under OCR_LOW_CONFIDENCE.
+    OCR_LOW_CONFIDENCE = "ocr:low-confidence"
+
+
 class ErrorCode(StrEnum):
     """Stable codes clients and operators branch on. The prefix says who refused or failed."""
 
@@ -100,6 +118,7 @@ class ErrorCode(StrEnum):
     UPLOAD_MISSING = "upload:missing"  # no object arrived in storage under the slot
     UPLOAD_SIZE_MISMATCH = "upload:size-mismatch"
     UPLOAD_BAD_TOKEN = "upload:bad-token"
+    UPLOAD_ALREADY_SENT = "upload:already-sent"  # a slot takes one upload
     # Jobs and pages.
     JOB_NOT_FOUND = "job:not-found"
     JOB_NOT_READY = "job:not-ready"
@@ -127,6 +146,12 @@ class ErrorCode(StrEnum):
     VLLM_BAD_REQUEST = "vllm:bad-request"
     VLLM_BAD_RESPONSE = "vllm:bad-response"
     VLLM_ENCODE = "vllm:encode"
+    # 429 / 503 / connection refused (or no free slot of the shared in-flight cap) for longer than
+    # VLLM_OVERLOAD_DEADLINE_S: the server is too busy or gone; none of the page's attempts spent.
+    VLLM_OVERLOADED = "vllm:overloaded"
+    # The worker is shutting down (SIGTERM, a scale-in or a rollout): the page was handed back to
+    # its queue with its attempt refunded. A timeline entry, never a page's final code.
+    WORKER_DRAINING = "worker:draining"
     # The request itself (apps.api).
     REQUEST_ERROR = "request:error"
     REQUEST_INVALID = "request:invalid"
@@ -151,6 +176,9 @@ class ErrorCode(StrEnum):
     BUSY_UNAVAILABLE = "busy:unavailable"  # Redis (broker, limits' counters) unreachable
     BUSY_DATABASE = "busy:database"  # PostgreSQL unreachable (down, restarting, out of connections)
     # Webhook deliveries (the delivery log's error column).
+    # callback_url on a scheme or port the deployment's egress cannot reach (OCR_WEBHOOK_SCHEMES,
+    # OCR_WEBHOOK_PORTS): refused at the door, 400.
+    WEBHOOK_UNDELIVERABLE = "webhook:undeliverable"
     WEBHOOK_ADDRESS_REFUSED = "webhook:address-refused"  # loopback/private/link-local/metadata, not allow-listed
     WEBHOOK_DNS = "webhook:dns"
     WEBHOOK_CONNECT = "webhook:connect"

@@ -128,7 +128,11 @@ def start_worker(django_db_setup, django_db_blocker, redis_client) -> Iterator[C
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     def start(
-        queues: str = "cpu,layout,ocr", concurrency: int = 2, env: dict[str, str] | None = None, name: str | None = None
+        queues: str = "cpu,layout,ocr",
+        concurrency: int = 2,
+        env: dict[str, str] | None = None,
+        name: str | None = None,
+        pool: str | None = None,
     ) -> WorkerProcess:
         name = name or f"test-{uuid.uuid4().hex[:6]}"
         log = ARTIFACTS / f"worker-{name}.log"
@@ -153,6 +157,7 @@ def start_worker(django_db_setup, django_db_blocker, redis_client) -> Iterator[C
             # Test-only faults (OCR_FAIL_PAGES in ``env``) live with the tests, not in workers/.
             "--include",
             "tests.support.faults",
+            *(["--pool", pool] if pool else []),
         ]
         fh = log.open("w")
         proc = subprocess.Popen(cmd, cwd=ROOT, env=_worker_env(env), stdout=fh, stderr=subprocess.STDOUT)

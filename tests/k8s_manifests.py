@@ -245,10 +245,32 @@ def existing_targets() -> list[str]:
     return [t for t in TARGETS if (target_dir(t) / "kustomization.yaml").exists()]
 
 
+# Objects whose rendered name carries a suffix: the ConfigMap a hash of its content (kustomize's
+# configMapGenerator), the Jobs the version they run (the overlays' replacements).
+SUFFIXED = {("ConfigMap", "ocr-config"), ("Job", "migrate"), ("Job", "model-ingestion")}
+
+
+def base_name(kind: str, name: str) -> str:
+    for k, base in SUFFIXED:
+        if kind == k and name.startswith(base + "-") and not name.startswith(base + "-egress"):
+            return base
+    return name
+
+
 def find(docs: list[dict], kind: str, name: str) -> dict:
-    matches = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    matches = [d for d in docs if d["kind"] == kind and base_name(kind, d["metadata"]["name"]) == name]
     assert len(matches) == 1, f"{kind}/{name}: {len(matches)} found"
     return matches[0]
+
+
+def env_file(path: Path) -> dict[str, str]:
+    """KEY=value lines of a kustomize env file (configMapGenerator envs), comments skipped."""
+    pairs = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, _, value = line.partition("=")
+            pairs[key.strip()] = value
+    return pairs
 
 
 def pod_specs(docs: list[dict]) -> Iterator[tuple[str, dict]]:

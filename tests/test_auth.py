@@ -15,12 +15,12 @@ from datetime import timedelta
 import jwt
 import pytest
 from django.core.management import call_command
-from django.urls import reverse
+from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.api.models import Tenant
-from apps.jobs.models import Job
+from apps.jobs.models import DirectUpload, Job
 from tests.hostile.corpus import text_pdf
 from tests.support.jobs_api import upload, wait_for_job
 from tests.support.perimeter import Issuer, bearer_client, key_client, new_key, settle
@@ -53,6 +53,16 @@ def _pdf(name: str = "doc.pdf") -> io.BytesIO:
     return fh
 
 
+# Routes that take no API credential, each with why. Every other route (but the admin's, behind its
+# own login) must be in ENDPOINTS: test_every_route_is_in_endpoints_or_public_by_name.
+PUBLIC = {
+    "healthz": "liveness probe",
+    "readyz": "readiness probe",
+    "gateway-health": "the course gateway's liveness probe",
+    "upload-content": "the local-disk stand-in for a presigned URL: its signed token is the credential",
+    "metrics": "its own bearer token (METRICS_TOKEN), else loopback clients only",
+}
+
 # (label, method, path template, body factory, status with valid credentials)
 ENDPOINTS: list[tuple[str, str, str, Callable[[], dict] | None, int]] = [
     ("submit", "post", "/api/v1/jobs", lambda: {"file": _pdf()}, 202),
@@ -64,8 +74,58 @@ ENDPOINTS: list[tuple[str, str, str, Callable[[], dict] | None, int]] = [
     ("gateway-status", "get", "/status/{done}", None, 200),
     ("schema", "get", "/api/schema/", None, 200),
     ("docs", "get", "/api/docs/", None, 200),
+    (
+        "upload",
+        "post",
+        "/api/v1/uploads",
+        lambda: {"filename": "big.pdf", "size": 4096, "content_type": "application/pdf"},
+        201,
+    ),
     ("cancel", "delete", "/api/v1/jobs/{active}", None, 202),  # last: it ends the active job
 ]
+
+
+def _routes(patterns=None):
+    """Every routed view but the admin's, as (url name, view callable)."""
+    for pattern in get_resolver().url_patterns if patterns is None else patterns:
+        if isinstance(pattern, URLResolver):
+            if pattern.app_name != "admin":
+                yield from _routes(pattern.url_patterns)
+        elif isinstance(pattern, URLPattern):
+            yield pattern.name, pattern.callback
+
+
+def _methods(view) -> set[str]:
+    """The HTTP methods a DRF view answers (OPTIONS and HEAD aside); None for a plain Django view."""
+    if hasattr(view, "actions"):  # a viewset's route: method -> action (DRF adds HEAD once served)
+        return {m.upper() for m in view.actions} - {"OPTIONS", "HEAD"}
+    if hasattr(view, "cls"):
+        return {m.upper() for m in view.cls.http_method_names if hasattr(view.cls, m)} - {"OPTIONS", "HEAD"}
+    return None
+
+
+def test_every_route_is_in_endpoints_or_public_by_name():
+    """The endpoint recipe's last step: a route no ENDPOINTS entry calls is never checked against
+    bad credentials or other tenants. A plain Django view bypasses DRF's authentication, so it
+    must be public by name, with its reason."""
+    served = set()
+    for name, view in _routes():
+        if name in PUBLIC:
+            continue
+        methods = _methods(view)
+        assert methods is not None, f"{name}: a plain Django view outside PUBLIC (no DRF authentication)"
+        served |= {(name, method) for method in methods}
+    ids = {"done": uuid.uuid4(), "active": uuid.uuid4()}
+    listed = {(resolve(t.split("?")[0].format(**ids)).url_name, m.upper()) for _, m, t, _, _ in ENDPOINTS}
+    assert served - listed == set(), "routes missing from ENDPOINTS (or PUBLIC)"
+    assert listed - served == set(), "ENDPOINTS entries no route serves"
+
+
+def test_every_api_view_is_throttled():
+    """A view that names no throttle gets DEFAULT_THROTTLE_CLASSES; one that opts out fails here."""
+    for name, view in _routes():
+        if hasattr(view, "cls") and name not in PUBLIC:
+            assert view.cls.throttle_classes, f"{name} has no throttle"
 
 
 def _call(client: APIClient, method: str, path: str, body: Callable[[], dict] | None):
@@ -121,6 +181,7 @@ def test_every_endpoint_refuses_each_bad_credential_then_serves_a_good_one(settl
                 assert resp.json()["error"]["code"] in ("auth:not-authenticated", "auth:invalid-credentials")
     # Nothing the refused requests sent was accepted.
     assert Job.objects.filter(tenant=tenant).count() == 2
+    assert not DirectUpload.objects.filter(tenant=tenant).exists()
 
     jwt_client = bearer_client(oidc.token(tenant))
     for label, method, template, body, expected in ENDPOINTS:

@@ -65,13 +65,14 @@ def test_profiles_select_their_engine_config():
 
 def test_settings_choose_the_profile(settings, tmp_path):
     from workers import engine_setup
+    from workers.engines.cpu.settings import recognizer_from_settings
 
     settings.OCR_MODEL_CACHE_DIR = str(tmp_path)
     try:
         for profile, head in (("accurate", "full"), ("fast", "latin")):
             settings.OCR_CPU_PROFILE = profile
             engine_setup.deployment.cache_clear()
-            cfg = engine_setup.deployment().cpu_recognizer
+            cfg = recognizer_from_settings(engine_setup.deployment().settings)
             assert (cfg.rec_head, cfg.model_cache_dir) == (head, str(tmp_path))
         assert (cfg.det_probe_model, cfg.det_model, cfg.rec_model) == ("tiny", "small", "tiny")
         assert (cfg.reread_below, cfg.reread_model) == (0.95, "small")
@@ -80,7 +81,7 @@ def test_settings_choose_the_profile(settings, tmp_path):
         settings.OCR_CPU_RUNTIME = "onnxruntime"
         settings.OCR_CPU_REC_MODEL = "small"
         engine_setup.deployment.cache_clear()
-        cfg = engine_setup.deployment().cpu_recognizer
+        cfg = recognizer_from_settings(engine_setup.deployment().settings)
         assert (cfg.rec_batch, cfg.runtime) == (7, "onnxruntime"), "explicit settings beat the fast profile"
         assert (cfg.det_probe_model, cfg.rec_model, cfg.reread_below) == ("tiny", "small", 0.0)
     finally:
@@ -380,7 +381,8 @@ memory_first = return_large_buffers(settings.OCR_CLI_MMAP_THRESHOLD)
 import numpy as np, psutil, pymupdf
 from workers import engine_setup
 from workers.engines.cpu import RapidOcrRecognizer
-config = engine_setup.deployment().cpu_recognizer
+from workers.engines.cpu.settings import recognizer_from_settings
+config = recognizer_from_settings(engine_setup.deployment().settings)
 engine = RapidOcrRecognizer(config)
 with pymupdf.open(sys.argv[1]) as doc:
     pix = doc[0].get_pixmap(dpi=200, colorspace=pymupdf.csRGB, alpha=False)

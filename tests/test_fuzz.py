@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.transport.serialization import Binary
 
-from apps.api.errors import input_status
+from apps.api.errors import status_of
 from apps.jobs.documents import KINDS, InputError, probe, sniff
 from ocrsite.wsgi import application
 from tests.hostile.corpus import text_jpeg, text_pdf, text_png
@@ -170,7 +170,7 @@ def test_probe_raises_only_input_errors_and_returns_quickly(data):
     try:
         found = probe(io.BytesIO(data), max_pages=5, max_pixels=4_000_000)
     except InputError as exc:
-        assert exc.code.startswith("input:") and 400 <= input_status(exc.code) < 500
+        assert exc.code.startswith("input:") and 400 <= status_of(exc.code) < 500
     else:
         assert found.kind in KINDS and 1 <= found.page_count <= 5
     # "Never hangs": every input is decided within a bounded amount of work.

@@ -113,11 +113,15 @@ def test_gpu_deployments_recreate(docs):
             assert deploy["spec"]["strategy"]["type"] == "Recreate", name
 
 
+# Tiers that scale to zero; worker-cpu keeps one replica (beat's sweep, retention, webhooks).
+FLOORS = {"worker-layout": 0, "worker-ocr": 0, "vllm": 0, "worker-cpu": 1}
+
+
 def test_keda_wakes_on_one_and_sleeps_at_zero(docs):
     scaled = {d["spec"]["scaleTargetRef"]["name"]: d["spec"] for d in docs if d["kind"] == "ScaledObject"}
-    assert set(scaled) == {"worker-layout", "worker-ocr", "vllm"}
+    assert set(scaled) == set(FLOORS)
     for target, spec in scaled.items():
-        assert spec["minReplicaCount"] == 0, target
+        assert spec["minReplicaCount"] == FLOORS[target], target
         metric = [t for t in spec["triggers"] if t["type"] != "cron"]
         assert metric, target
         for trigger in metric:
@@ -149,19 +153,16 @@ def test_keda_never_asks_for_more_gpu_pods_than_the_pool_has_nodes(cloud, docs, 
 
 
 def test_ocr_worker_outlasts_a_vllm_start(docs):
+    """A vLLM pod rescheduled onto a fresh node refuses connections until it is up: the ocr workers
+    wait that out as overload (no page attempt spent), for longer than the pod may take to come
+    back (its rollout deadline, which covers the image pull, and its startup probe window)."""
     worker = m.find(docs, "Deployment", "worker-ocr")["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in worker["containers"][0]["env"]}
-    attempts, base, cap = (
-        int(env["OCR_MAX_ATTEMPTS"]),
-        float(env["OCR_RETRY_BACKOFF_S"]),
-        float(env["OCR_RETRY_BACKOFF_MAX_S"]),
-    )
-    # workers.retry: full jitter, uniform(0, min(cap, base * 2**(n-1))) before retry n; the mean
-    # total wait is half the sum of the ceilings.
-    mean_wait = sum(min(cap, base * 2 ** max(0, n - 1)) for n in range(1, attempts)) / 2
-    vllm = m.find(docs, "Deployment", "vllm")["spec"]["template"]["spec"]["containers"][0]
-    startup = vllm["startupProbe"]["periodSeconds"] * vllm["startupProbe"]["failureThreshold"]
-    assert mean_wait >= startup, f"pages give up after ~{mean_wait:.0f}s; vLLM may take {startup}s to start"
+    deadline = float(env["VLLM_OVERLOAD_DEADLINE_S"])
+    vllm = m.find(docs, "Deployment", "vllm")["spec"]
+    probe = vllm["template"]["spec"]["containers"][0]["startupProbe"]
+    startup = probe["periodSeconds"] * probe["failureThreshold"]
+    assert deadline >= max(startup, vllm["progressDeadlineSeconds"]), (deadline, startup)
     waits = [c["name"] for c in worker.get("initContainers", [])]
     assert "wait-for-vllm" in waits
 
@@ -223,7 +224,7 @@ def test_gpu_pods_wait_for_the_ingestion_marker(docs):
         mounts_models = any(
             v.get("persistentVolumeClaim", {}).get("claimName") == "ocr-models" for v in spec["volumes"]
         )
-        if not mounts_models or name == "Job/model-ingestion":
+        if not mounts_models or name.startswith("Job/model-ingestion"):
             continue
         waits = [c for c in spec.get("initContainers", []) if c["name"] == "wait-for-models"]
         assert waits and "/models/.ingested-$MODELS_VERSION" in waits[0]["command"][-1], name
@@ -279,9 +280,26 @@ def test_cloudless_targets_have_no_load_balancer(target):
 
 
 def test_workers_get_time_to_finish_their_pages_on_scale_down(docs):
+    """SIGTERM (scale-in, rollout) lets the task in hand finish (workers.drain); a grace shorter
+    than what that task may take SIGKILLs it and leaves its page to the sweep. Prefork tiers are
+    bounded by Celery's hard time limit; the thread-pool ocr tier (no time limits) by one vLLM
+    request, since its pages waiting on vLLM are handed back at once."""
+    config = m.config(docs)
+    hard = int(config.get("OCR_TASK_HARD_LIMIT", 660))  # ocrsite/settings.py's default
     for name in ("worker-cpu", "worker-layout", "worker-ocr"):
         spec = m.find(docs, "Deployment", name)["spec"]["template"]["spec"]
-        assert spec.get("terminationGracePeriodSeconds", 30) >= 120, name
+        command = spec["containers"][0]["command"]
+        env = {e["name"]: e.get("value") for e in spec["containers"][0].get("env", [])}
+        if "threads" in command:
+            need = float(env.get("VLLM_TIMEOUT_S", config.get("VLLM_TIMEOUT_S", 120))) + 30
+        else:
+            need = hard + 30
+        assert spec.get("terminationGracePeriodSeconds", 30) >= need, (name, need)
+
+
+# What each worker tier's PostgreSQL trigger must count: the pages waiting for it (apps.jobs.states
+# PAGE_WAITS_FOR; a page handed back or waiting out a retry is waiting) and the pages it holds.
+PAGES_OF_QUEUE = {Queue.LAYOUT.value: {"queued", "detecting"}, Queue.OCR.value: {"detected", "recognizing"}}
 
 
 def test_each_worker_consumes_the_queue_its_scaler_watches(docs):
@@ -291,10 +309,28 @@ def test_each_worker_consumes_the_queue_its_scaler_watches(docs):
         queues[name] = command[command.index("-Q") + 1]
     assert set(queues.values()) == {q.value for q in Queue}
     for d in docs:
-        if d["kind"] == "ScaledObject":
-            for t in d["spec"]["triggers"]:
-                if t["type"] == "redis":
-                    assert t["metadata"]["listName"] == queues[d["spec"]["scaleTargetRef"]["name"]]
+        if d["kind"] != "ScaledObject" or d["spec"]["scaleTargetRef"]["name"] not in queues:
+            continue
+        queue = queues[d["spec"]["scaleTargetRef"]["name"]]
+        for t in d["spec"]["triggers"]:
+            if t["type"] == "postgresql" and queue in PAGES_OF_QUEUE:
+                statuses = set(
+                    re.findall(r"p\.status IN \(([^)]*)\)", t["metadata"]["query"])[0]
+                    .replace("'", "")
+                    .replace(" ", "")
+                    .split(",")
+                )
+                assert statuses == PAGES_OF_QUEUE[queue], (queue, statuses)
+
+
+def test_worker_tiers_scale_on_work_that_exists_not_on_a_redis_list(docs):
+    """A Redis list omits messages delivered and not yet acknowledged, prefetched ones and retries
+    held in a worker with a countdown: a pool that keeps up reads ~0 and KEDA would scale it in
+    with pages mid-recognition. Every worker tier scales on PostgreSQL, the record."""
+    for d in docs:
+        if d["kind"] == "ScaledObject" and d["spec"]["scaleTargetRef"]["name"].startswith("worker-"):
+            types = {t["type"] for t in d["spec"]["triggers"]}
+            assert "redis" not in types and "postgresql" in types, (d["metadata"]["name"], types)
 
 
 def test_dashboard_queries_series_the_app_exports():
@@ -317,7 +353,13 @@ def test_aws_edge_authenticates_and_throttles():
     assert authorizer["authorizer_type"] == "JWT"
     integration = m.tf_resource(edge, "aws_apigatewayv2_integration", "web")
     assert integration["connection_type"] == "VPC_LINK"
-    assert integration["request_parameters"]["overwrite:header.X-Forwarded-Proto"] == "https"
+    # HTTP APIs reserve X-Forwarded-*: a mapping of them does nothing, and the scheme arrives as
+    # RFC 7239 Forwarded, which the EKS overlay tells Django to read (apps.api.proxy).
+    reserved = [k for k in integration.get("request_parameters", {}) if "x-forwarded" in k.lower()]
+    assert not reserved, reserved
+    assert m.config(m.render("eks"))["DJANGO_PROXY_HEADERS"] == "forwarded"
+    for cloud in ("aks", "gke"):
+        assert m.config(m.render(cloud))["DJANGO_PROXY_HEADERS"] == "x-forwarded", cloud
     throttle = m.tf_resource(edge, "aws_apigatewayv2_stage", "default")["default_route_settings"][0]
     assert 0 < throttle["throttling_rate_limit"] <= 100 and throttle["throttling_burst_limit"] > 0
 
@@ -643,18 +685,46 @@ def test_compose_gpu_services_take_different_gpus_by_default():
     assert len(set(defaults)) == 2, f"layout-gpu and vLLM share GPU {defaults[0]}"
 
 
-def test_cloud_overlays_pull_the_platform_images_from_their_registry(cloud, docs):
+REGISTRY = {
+    "aks": r"^\w+\.azurecr\.io/",
+    "eks": r"^\d+\.dkr\.ecr\.[\w-]+\.amazonaws\.com/",
+    "gke": r"^[a-z0-9-]+-docker\.pkg\.dev/",
+}
+
+
+def test_cloud_overlays_pull_every_image_from_their_registry(cloud, docs):
     """The base renames ocr-* to registry.example.internal/ocr-*: an overlay's images: entry must
-    match that name, or every pod pulls from a host that does not exist."""
-    registry = {
-        "aks": r"^\w+\.azurecr\.io/",
-        "eks": r"^\d+\.dkr\.ecr\.[\w-]+\.amazonaws\.com/",
-        "gke": r"^[a-z0-9-]+-docker\.pkg\.dev/",
-    }
+    match that name, or every pod pulls from a host that does not exist. Third-party images
+    (redis, rclone) come through the cloud's cache of Docker Hub, not anonymously from Docker Hub
+    behind one NAT address (its pull limit is per address)."""
     for name, spec in m.pod_specs(docs):
         for c in m.containers(spec):
-            if "ocr-" in c["image"]:
-                assert re.match(registry[cloud], c["image"]), f"{name}/{c['name']} pulls {c['image']}"
+            assert re.match(REGISTRY[cloud], c["image"]), f"{name}/{c['name']} pulls {c['image']}"
+
+
+def test_third_party_images_have_a_cache_rule_in_their_cloud():
+    pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+    third = {
+        cloud: {
+            c["image"]
+            for _, spec in m.pod_specs(m.render(cloud))
+            for c in m.containers(spec)
+            if "/ocr-" not in c["image"]
+        }
+        for cloud in m.CLOUDS
+    }
+    rule = m.tf_resource(
+        m.hcl(m.K8S / "terraform" / "aws" / "registry.tf"), "aws_ecr_pull_through_cache_rule", "docker_hub"
+    )
+    assert all(f"/{rule['ecr_repository_prefix']}/" in image for image in third["eks"]), third["eks"]
+    azure = m.tf_resource(
+        m.hcl(m.K8S / "terraform" / "azure" / "main.tf"), "azurerm_container_registry_cache_rule", "docker_hub"
+    )
+    targets = {f"hub/{repo}" for repo in azure["for_each"].values()}
+    assert {i.split(".azurecr.io/")[1].rsplit(":", 1)[0] for i in third["aks"]} <= targets
+    remote = [c for c in m.gke_commands() if "artifacts repositories create docker-hub" in c]
+    assert remote and "--remote-docker-repo DOCKER-HUB" in remote[0]
+    assert all("/docker-hub/" in image for image in third["gke"]), third["gke"]
 
 
 @pytest.mark.parametrize("stage", ["vllm", "vllm-cpu"])
@@ -681,3 +751,115 @@ def test_vllm_images_render_the_profile_argv_from_what_they_copy(stage, tmp_path
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "zai-org/GLM-OCR"
+
+
+# --- scale-in, upgrades, edges (issue 32) --------------------------------------------------------
+
+APP_IMAGES = ("ocr-app", "ocr-layout-gpu")
+
+
+@pytest.mark.parametrize("target", m.existing_targets())
+def test_every_pod_that_uses_the_schema_waits_for_it(target):
+    """A new image's pods start while the migrate Job runs: web and every worker take no request
+    and no message before `migrate --check` passes (beat and flower never touch the database)."""
+    for name, spec in m.pod_specs(m.render(target)):
+        main = spec["containers"][0]
+        uses_db = any(part in ("gunicorn", "worker") for part in main.get("command", [])) and any(
+            image in main["image"] for image in APP_IMAGES
+        )
+        if not uses_db:
+            continue
+        first = spec.get("initContainers", [{}])[0]
+        assert first.get("name") == "wait-for-migrations", name
+        assert "migrate --check" in " ".join(first["command"]) and first["image"] == main["image"], name
+
+
+@pytest.mark.parametrize("target", m.existing_targets())
+def test_config_changes_roll_the_pods_that_read_it(target):
+    """The ConfigMap's name carries a hash of its content and every reference uses that name: a
+    changed setting is a new name in the pod template, so `kubectl apply` rolls those pods."""
+    docs = m.render(target)
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("ocr-config")]
+    name = config["metadata"]["name"]
+    assert re.fullmatch(r"ocr-config-[a-z0-9]{10}", name), name
+    refs = re.findall(r"ocr-config[\w-]*", json.dumps([d for d in docs if d["kind"] in ("Deployment", "Job")]))
+    assert refs and set(refs) == {name}, set(refs)
+
+
+@pytest.mark.parametrize("target", [*m.CLOUDS, "local"])
+def test_jobs_are_named_by_what_they_run(target):
+    """Jobs are immutable: applying a new image under the old Job's name fails. migrate is named by
+    the app image's tag, model-ingestion by MODELS_VERSION."""
+    docs = m.render(target)
+    web = m.find(docs, "Deployment", "web")["spec"]["template"]["spec"]["containers"][0]["image"]
+    migrate = m.find(docs, "Job", "migrate")
+    assert migrate["metadata"]["name"] == f"migrate-{web.rsplit(':', 1)[1]}"
+    assert migrate["spec"]["template"]["spec"]["containers"][0]["image"] == web
+    if target != "local":
+        version = m.config(docs)["MODELS_VERSION"]
+        assert m.find(docs, "Job", "model-ingestion")["metadata"]["name"] == f"model-ingestion-{version}"
+    for job in (d for d in docs if d["kind"] == "Job"):
+        assert len(job["metadata"]["name"]) <= 63 and job["spec"].get("ttlSecondsAfterFinished"), job["metadata"][
+            "name"
+        ]
+
+
+def test_gpu_rollouts_wait_for_their_image(docs):
+    """A cold GPU node pulls the ~28 GB vLLM image (12 GB layout) before the probes begin: the
+    default 600 s progress deadline marks a healthy rollout failed."""
+    for name in ("vllm", "worker-layout"):
+        spec = m.find(docs, "Deployment", name)["spec"]
+        assert spec.get("progressDeadlineSeconds", 600) >= 1200, name
+
+
+def test_eks_gpu_groups_carry_the_autoscalers_gpu_label():
+    """Without k8s.amazonaws.com/accelerator the cluster autoscaler cannot tell a GPU node whose
+    device plugin is still starting from one that cannot fit the pod, and starts a second."""
+    pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+    for name, pool in m.pools("eks").items():
+        if pool.gpus:
+            assert pool.labels.get("k8s.amazonaws.com/accelerator"), name
+
+
+def test_aks_edge_reaches_a_pinned_address_in_the_node_subnet():
+    """APIM's backend is an address; the internal load balancer must own exactly it, inside the
+    subnet the Service's annotation names (the VNet is 10.50.0.0/16)."""
+    import ipaddress
+    import xml.etree.ElementTree as ET
+    from urllib.parse import urlsplit
+
+    pytest.importorskip("hcl2", reason="python-hcl2 is in .venv-infra: run `make k8s`")
+    azure = m.hcl(m.K8S / "terraform" / "azure" / "main.tf")
+    svc = m.find(m.render("aks"), "Service", "web-internal")
+    notes = svc["metadata"]["annotations"]
+    subnet = m.tf_resource(azure, "azurerm_subnet", "nodes")
+    assert notes["service.beta.kubernetes.io/azure-load-balancer-internal-subnet"] == subnet["name"]
+    address = ipaddress.ip_address(notes["service.beta.kubernetes.io/azure-load-balancer-ipv4"])
+    assert any(address in ipaddress.ip_network(p) for p in subnet["address_prefixes"]), address
+    inbound = ET.parse(m.K8S / "overlays" / "aks" / "apim-policy.xml").getroot().find("inbound")
+    backend = urlsplit(inbound.find("set-backend-service").get("base-url"))
+    assert ipaddress.ip_address(backend.hostname) == address
+    assert (backend.port or 80) == svc["spec"]["ports"][0]["port"]
+
+
+@pytest.mark.parametrize("target", m.existing_targets())
+def test_webhook_urls_the_egress_cannot_deliver_are_refused_at_the_door(target):
+    """The app pods' egress NetworkPolicy lets them out to the internet on some ports only: the
+    door must refuse a callback_url on any other (OCR_WEBHOOK_PORTS within them, https only)."""
+    docs = m.render(target)
+    egress = m.find(docs, "NetworkPolicy", "app-egress")["spec"]["egress"]
+    # Rules without a `to` reach any address: those are the ports a receiver can be on.
+    open_ports = {p["port"] for rule in egress if "to" not in rule for p in rule.get("ports", [])}
+    config = m.config(docs)
+    ports = {int(p) for p in config["OCR_WEBHOOK_PORTS"].split(",")}
+    assert ports and ports <= open_ports - {5432}, (ports, open_ports)
+    assert config["OCR_WEBHOOK_SCHEMES"] == "https"
+
+
+def test_the_shared_vllm_cap_keeps_each_servers_batch_full(cloud, docs):
+    """VLLM_GLOBAL_MAX_IN_FLIGHT bounds requests from all ocr workers together: below the server's
+    --max-num-seqs it would starve continuous batching."""
+    cap = int(m.config(docs)["VLLM_GLOBAL_MAX_IN_FLIGHT"])
+    args = m.find(docs, "Deployment", "vllm")["spec"]["template"]["spec"]["containers"][0]["args"]
+    seqs = int(args[args.index("--max-num-seqs") + 1])
+    assert cap >= seqs, (cap, seqs)

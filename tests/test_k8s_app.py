@@ -58,7 +58,7 @@ def web_pod(db, tmp_path):
     (secrets / "vllm-api-key").write_text("test-key")
     (secrets / "metrics-token").write_text("test-token")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "OCR_", "CELERY_", "DATABASE_"))}
-    for key, value in _doc("config.yaml", "ConfigMap", "ocr-config")["data"].items():
+    for key, value in m.env_file(BASE / "config.env").items():
         env[key] = value.replace("/secrets/", f"{secrets}/")
     for var in container["env"]:
         assert var["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
@@ -123,7 +123,7 @@ def _count(query: str) -> int:
 
 def test_vllm_wakes_on_one_page_waiting_in_postgresql(db):
     # Every engine recognises on vLLM in this deployment; the query counts on that.
-    assert _doc("config.yaml", "ConfigMap", "ocr-config")["data"]["OCR_RECOGNIZER"] == "vllm"
+    assert m.env_file(BASE / "config.env")["OCR_RECOGNIZER"] == "vllm"
     trigger = _vllm_trigger("postgresql")
     query = trigger["metadata"]["query"]
     assert _count(query) == 0
@@ -145,3 +145,40 @@ def test_vllm_wakes_on_one_page_waiting_in_postgresql(db):
     Page.objects.filter(pk=page.pk).update(status=Page.Status.QUEUED)
     Job.objects.filter(pk=job.pk).update(status=Job.Status.CANCELLED)
     assert _count(query) == 0
+
+
+def _worker_trigger(name: str) -> dict:
+    spec = _doc("keda.yaml", "ScaledObject", name)["spec"]
+    return next(t for t in spec["triggers"] if t["type"] == "postgresql")
+
+
+def test_worker_tiers_count_pages_waiting_in_flight_and_waiting_to_retry(db):
+    """Each worker tier's trigger, run against PostgreSQL: a page counts for layout from queued
+    through detecting, for ocr from detected through recognizing (a page whose claim was handed
+    back, or that waits out a retry's countdown, is back at waiting and still counts), and for
+    neither once done or once its job is cancelled. A Redis list saw none of the claimed pages."""
+    layout, ocr = _worker_trigger("worker-layout"), _worker_trigger("worker-ocr")
+    counts = lambda: (_count(layout["metadata"]["query"]), _count(ocr["metadata"]["query"]))  # noqa: E731
+    assert counts() == (0, 0)
+    job = Job.objects.create(kind="pdf", sha256="0" * 64, status=Job.Status.RUNNING, engine="gpu", page_count=1)
+    page = Page.objects.create(job=job, index=0, status=Page.Status.QUEUED)
+    expected = {
+        Page.Status.QUEUED: (1, 0),
+        Page.Status.DETECTING: (1, 0),  # in flight in a layout worker: invisible to its list
+        Page.Status.DETECTED: (0, 1),
+        Page.Status.RECOGNIZING: (0, 1),  # in flight in an ocr worker
+        Page.Status.DONE: (0, 0),
+    }
+    for status, want in expected.items():
+        Page.objects.filter(pk=page.pk).update(status=status, attempts=2)
+        assert counts() == want, status
+        assert m.trigger_active(ocr, counts()[1]) == bool(want[1]), status
+    Page.objects.filter(pk=page.pk).update(status=Page.Status.RECOGNIZING)
+    Job.objects.filter(pk=job.pk).update(status=Job.Status.CANCELLED)
+    assert counts() == (0, 0)
+
+    cpu = _worker_trigger("worker-cpu")["metadata"]["query"]
+    Job.objects.create(kind="pdf", sha256="1" * 64, status=Job.Status.QUEUED, engine="gpu")
+    splitting = Job.objects.create(kind="pdf", sha256="2" * 64, status=Job.Status.RUNNING, engine="gpu", page_count=3)
+    Page.objects.create(job=splitting, index=0)
+    assert _count(cpu) == 2  # one waiting for ingest, one still being split into pages

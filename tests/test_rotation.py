@@ -18,6 +18,7 @@ from apps.jobs import services
 from apps.jobs.documents import render_pdf_page
 from apps.jobs.models import Page
 from bench.accuracy import json_text, word_scores
+from ocrsite.vocabulary import PageFlag
 from tests.support.console import client_for, make_operator, scrape, submit_bytes
 from tests.support.documents import BUNDLED_DATA, dev_file
 from tests.support.jobs_api import upload, wait_for_job
@@ -57,10 +58,38 @@ def test_mixed_orientation_scan_reads_every_page(api, worker, settings):
         score = word_scores(json_text({"pages": [page]}), visible)
         assert score.recall >= 0.9, (page["index"], score)
         assert page["height"] > page["width"]  # stored upright: portrait again
+        assert page["confidence"] >= 0.9, page["confidence"]
     assert result["flags"] == [] and all(p["flags"] == [] for p in result["pages"])
     assert set(Page.objects.filter(job_id=job_id).values_list("rotation", flat=True)) == {0, 90, 180}
     metrics = scrape()
     assert metrics[("ocr_pages_turned_total", (("rotation", "180"), ("source", "ocr")))] >= 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unreadable_scan_is_left_as_submitted_and_flagged_everywhere(api, worker, settings):
+    """An upright Hebrew page, which the Latin recogniser cannot read: orientation is not
+    confirmed, so the page is not turned; it is done, with orientation:unsure and
+    ocr:low-confidence on the page and the job — in the JSON, the console and /metrics."""
+    settings.METRICS_CACHE_SECONDS = 0
+    resp = upload(api, "hebtypo.jpg", data=(BUNDLED_DATA / "orientation" / "hebtypo.jpg").read_bytes())
+    assert resp.status_code == 202, resp.content
+    job_id = resp.json()["id"]
+    done = wait_for_job(api, job_id, timeout=600)
+    assert done["status"] == "done", done
+    result = json.loads(api.get(f"/api/v1/jobs/{job_id}/result?format=json").content)
+    [page] = result["pages"]
+    expected = {PageFlag.ORIENTATION_UNSURE, PageFlag.OCR_LOW_CONFIDENCE}
+    assert page["rotation"] == 0 and set(page["flags"]) == expected, page["flags"]
+    assert page["confidence"] < settings.OCR_LOW_CONFIDENCE
+    assert set(result["flags"]) == expected
+
+    operator = client_for(make_operator())
+    detail = operator.get(reverse("admin:jobs_job_change", args=[job_id])).content.decode()
+    assert 'id="ocr-flags"' in detail and all(flag in detail for flag in expected)
+    metrics = scrape()
+    for flag in expected:
+        assert metrics[("ocr_pages_flagged_total", (("flag", flag),))] >= 1
+        assert metrics[("ocr_jobs_flagged_total", (("flag", flag),))] >= 1
 
 
 @pytest.mark.django_db
@@ -86,3 +115,5 @@ def test_flagged_job_is_visible_in_the_console_and_metrics(settings):
     metrics = scrape()
     assert metrics[("ocr_pages_flagged_total", (("flag", textlayer.FLAG_TABLE_AS_TEXT),))] == 1
     assert metrics[("ocr_jobs_flagged_total", (("flag", textlayer.FLAG_TABLE_AS_TEXT),))] == 1
+    # Every page flag has its series, zero until one is seen.
+    assert metrics[("ocr_pages_flagged_total", (("flag", PageFlag.ORIENTATION_UNSURE),))] == 0

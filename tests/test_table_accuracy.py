@@ -45,13 +45,14 @@ def rasterised_table(name: str, dpi: int = 200) -> tables.Table | None:
     (the default profile): the grid of its largest table region."""
     from workers import engine_setup
     from workers.engines.cpu import RapidLayoutEngine, RapidOcrRecognizer
+    from workers.engines.cpu.settings import layout_from_settings, recognizer_from_settings
 
     page = pymupdf.open(dev_file(name))[0]
     pix = page.get_pixmap(dpi=dpi)
     image = np.frombuffer(pix.samples, np.uint8).reshape(pix.h, pix.w, pix.n)[:, :, :3].copy()
-    deployment = engine_setup.deployment()
-    boxes = RapidLayoutEngine(deployment.cpu_layout).detect([image])[0]
-    result = RapidOcrRecognizer(deployment.cpu_recognizer).recognize(image, boxes)
+    deployment = engine_setup.deployment().settings
+    boxes = RapidLayoutEngine(layout_from_settings(deployment)).detect([image])[0]
+    result = RapidOcrRecognizer(recognizer_from_settings(deployment)).recognize(image, boxes)
     found = [(b, t) for b, t in zip(boxes, result.texts, strict=True) if b.label == "table" and t.table]
     if not found:
         return None

@@ -277,13 +277,95 @@ def test_looping_answer_is_cut_and_flagged():
     assert "chat-artefact" in table.flags and "table-invalid" in table.flags
 
 
-def test_server_down_makes_the_page_retryable():
+def test_server_down_is_waited_out_then_fails_with_overloaded_without_spending_retries():
+    """Connection refused (a vLLM restarting, rescheduled or scaled to zero) is overload: retried
+    without counting ``retries`` until the overload deadline, then the page fails with
+    ``vllm:overloaded`` (permanent: waiting more is the deadline's job, not the page attempts')."""
     with OpenAIServer(echo_prompt) as server:
         url = server.url
-    rec = VllmRecognizer(VllmConfig(base_url=url, timeout_s=1, retries=1, backoff_s=0.01, connect_timeout_s=0.5))
+    rec = VllmRecognizer(
+        VllmConfig(base_url=url, timeout_s=1, retries=0, backoff_s=0.01, backoff_max_s=0.05, overload_deadline_s=0.5)
+    )
+    started = time.monotonic()
     with pytest.raises(EngineError) as info:
         rec.recognize(PAGE, REGIONS[:2])
-    assert info.value.code == "vllm:unavailable" and not info.value.permanent
+    assert info.value.code == "vllm:overloaded" and info.value.permanent
+    assert "cannot reach" in info.value.message
+    assert time.monotonic() - started >= 0.5
+
+
+def test_429_for_a_while_spends_no_retry():
+    """retries=0, yet a server answering 429 (then 503) for its first requests still gives every
+    region its text: overload is waited out, not counted (before: the region failed at once)."""
+
+    def busy_then_fine(body, n):
+        if n <= 9:
+            return Reply(status=429 if n % 2 else 503)
+        return Reply(text="fine")
+
+    with OpenAIServer(busy_then_fine) as server:
+        result = recognizer(server, retries=0, overload_deadline_s=30).recognize(PAGE, REGIONS[:3])
+    assert [t.text for t in result.texts] == ["fine"] * 3
+    assert all(t.error is None for t in result.texts)
+    assert len(server.stats.requests) == 12  # nine refusals, none counted, then three answers
+
+
+def test_overload_past_the_deadline_fails_the_page_with_overloaded():
+    with OpenAIServer(lambda body, n: Reply(status=429)) as server:
+        rec = recognizer(server, retries=5, overload_deadline_s=0.4)
+        with pytest.raises(EngineError) as info:
+            rec.recognize(PAGE, REGIONS[:2])
+    assert info.value.code == "vllm:overloaded" and info.value.permanent
+    assert "HTTP 429" in info.value.message
+
+
+def test_stopping_ends_the_overload_wait_at_once_and_hands_the_page_back():
+    """The worker's shutdown flag wakes every region waiting out a 429: the page raises
+    ``worker:draining`` (transient) within a poll, not after the deadline."""
+    stop = threading.Event()
+    with OpenAIServer(lambda body, n: Reply(status=429)) as server:
+        rec = recognizer(
+            server, retries=0, backoff_s=5, backoff_max_s=10, overload_deadline_s=600, stopping=stop.is_set
+        )
+        outcome: dict = {}
+
+        def run():
+            try:
+                rec.recognize(PAGE, REGIONS[:3])
+            except EngineError as exc:
+                outcome["error"] = exc
+                outcome["at"] = time.monotonic()
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        assert server.wait_for(lambda s: len(s.requests) >= 3, timeout=5)
+        stopped = time.monotonic()
+        stop.set()
+        worker.join(timeout=10)
+    assert not worker.is_alive()
+    assert outcome["error"].code == "worker:draining" and not outcome["error"].permanent
+    assert outcome["at"] - stopped < 2.0
+
+
+def test_shared_cap_bounds_requests_from_every_worker_together(broker_url):
+    """Two recognizers (two workers' processes, each with its own bound of 8) share one cap of 3
+    for the endpoint in Redis: the server never sees more than 3 at once, and sees 3."""
+    with OpenAIServer(lambda body, n: Reply(text="ok", delay_s=0.1)) as server:
+        recs = [
+            recognizer(server, max_in_flight=8, global_max_in_flight=3, slots_url=broker_url, overload_deadline_s=60)
+            for _ in range(2)
+        ]
+        boxes = [LayoutBox("text", (0, i * 10, 100, i * 10 + 9)) for i in range(12)]
+        threads = [threading.Thread(target=r.recognize, args=(PAGE, boxes)) for r in recs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        for r in recs:
+            r.close()
+    assert len(server.stats.requests) == 24
+    assert server.stats.peak_in_flight == 3
+    assert max(r.peak_in_flight for r in recs) <= 3
 
 
 def test_missing_base_url_fails_at_build_naming_the_setting():

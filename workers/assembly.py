@@ -13,8 +13,7 @@ from apps.jobs import services
 from apps.jobs.models import Job, Region
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
-from workers import budget
-from workers.content import formats
+from workers.content import confidence, formats
 from workers.retry import PipelineTask
 
 
@@ -28,7 +27,7 @@ def assemble_result(job_id: str) -> None:
     job = Job.objects.filter(pk=job_id, status=Job.Status.ASSEMBLING).first()
     if job is None:
         return
-    if not budget.claim_attempt(job_id, "assembly"):
+    if not services.claim_attempt(job_id, "assembly"):
         return  # every earlier delivery died or hung here: the job failed job:stalled
     started = timezone.now()
     pages = page_dicts(job)
@@ -83,6 +82,9 @@ def page_dicts(job: Job) -> list[dict]:
             "source": p.source,
             "rotation": p.rotation,
             "flags": p.flags,
+            "confidence": confidence.page_confidence(
+                (r["text"], r["confidence"]) for r in regions_by_page.get(p.pk, [])
+            ),
             "regions": regions_by_page.get(p.pk, []),
         }
         for p in job.pages.order_by("index")

@@ -1,5 +1,4 @@
-"""What a document may cost: each PDF page's CPU seconds, memory and characters in ingest, and
-the number of deliveries of the job-wide stages (ingest, assembly).
+"""What a document may cost: each PDF page's CPU seconds, memory and characters in ingest.
 
 A PDF's size says little about the work it asks for: a 40 KB file can hold a content stream that
 inflates to megabytes of text operators, and a small form drawn a million times costs the same
@@ -12,10 +11,7 @@ the process). A child that dies or overruns costs its budget once and ends the j
 tenants' messages behind it are untouched.
 
 A worker can still die in a job-wide stage (the pod's memory limit, a hard time limit, a crash in
-a library): the message comes back (acks_late + reject_on_worker_lost) and would come back
-forever. So each delivery of ingest or assembly claims an attempt on the job row by
-compare-and-set, as page stages do on theirs, and the delivery (or the sweep) that finds the
-attempts spent fails the job with ``job:stalled``.
+a library): that is counted on the job row (``apps.jobs.services.claim_attempt``).
 
 The child never touches the database or storage: it hands each page back through a pipe, and the
 caller (``workers.ingest``) writes it. It leaves with ``os._exit`` so that nothing inherited (the
@@ -38,10 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-from django.db.models import F
-
-from apps.jobs import services
 from apps.jobs.documents import (
     PDF_STORE_EVERY,
     InputError,
@@ -49,44 +41,14 @@ from apps.jobs.documents import (
     open_pdf,
     release_pdf_cache,
     render_pdf_page,
-    upright_scan,
 )
-from apps.jobs.models import Job
+from ocrsite.memory import release_freed_memory
 from ocrsite.vocabulary import ErrorCode
+from workers.content import orientation
 from workers.engines import textlayer
 
 _HEADER = struct.Struct("!Q")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
-# The job's attempt counter for each job-wide stage.
-STAGE_ATTEMPTS = {"ingest": "ingest_attempts", "assembly": "assembly_attempts"}
-
-
-def max_attempts() -> int:
-    return max(1, settings.OCR_MAX_ATTEMPTS)
-
-
-def claim_attempt(job_id, stage: str) -> bool:
-    """Count one more delivery of ``stage`` on the job; False, with the job failed, once spent."""
-    field = STAGE_ATTEMPTS[stage]
-    cap = max_attempts()
-    if Job.objects.filter(pk=job_id, **{f"{field}__lt": cap}).update(**{field: F(field) + 1}):
-        return True
-    fail_stalled(job_id, stage)
-    return False
-
-
-def within_attempts(job_ids: Sequence, stage: str) -> list:
-    """The jobs of ``job_ids`` that may have ``stage`` again; the others are failed as stalled."""
-    field = STAGE_ATTEMPTS[stage]
-    spent = set(Job.objects.filter(pk__in=job_ids, **{f"{field}__gte": max_attempts()}).values_list("pk", flat=True))
-    for job_id in spent:
-        fail_stalled(job_id, stage)
-    return [job_id for job_id in job_ids if job_id not in spent]
-
-
-def fail_stalled(job_id, stage: str) -> None:
-    cap = max_attempts()
-    services.fail_job(job_id, ErrorCode.JOB_STALLED, f"{stage} did not finish in {cap} attempts (each died or hung)")
 
 
 @dataclass(frozen=True)
@@ -122,6 +84,7 @@ class ImagePage:
     width: int
     height: int
     rotation: int = 0  # the clockwise turn the scan stood at; the PNG is upright
+    flags: tuple[str, ...] = ()  # what the orientation check could not confirm (PageFlag)
 
 
 @dataclass(frozen=True)
@@ -133,6 +96,9 @@ class PageRequest:
     min_chars: int
     force_ocr: bool
     text_layer: textlayer.TextLayerConfig
+    # What reads a scanned page to find which way is up (built in the worker before the child is
+    # forked: the child reuses its models). None: pages are stored as rendered.
+    reader: orientation.LineReader | None = None
 
 
 def read_pdf_pages(
@@ -173,16 +139,37 @@ def _read_pages(source: bytes | str, indices: Sequence[int], request: PageReques
             image, used_dpi = render_pdf_page(page, request.dpi, request.max_pixels)
             # Turned upright here, under the page's budget: layout, recognition and the console
             # all read the upright page.
-            image, rotation = upright_scan(image, used_dpi)
-            if rotation % 180:
+            image, found = upright_page(image, request.reader)
+            if found.rotation % 180:
                 size_pt = (size_pt[1], size_pt[0])
-            send(ImagePage(index, size_pt, encode_png(image), used_dpi, image.shape[1], image.shape[0], rotation))
+            send(
+                ImagePage(
+                    index,
+                    size_pt,
+                    encode_png(image),
+                    used_dpi,
+                    image.shape[1],
+                    image.shape[0],
+                    found.rotation,
+                    found.flags,
+                )
+            )
             # A scanned page's decoded image is of no use to the next page, and 25 of them fill
             # MuPDF's store to its 256 MB cap: this child then peaked at 427 MiB on a scanned PDF
             # of 30 pages or more, against 217 emptied after each rendered page (200 dpi).
             del image
             release_pdf_cache()
         signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+def upright_page(image, reader: orientation.LineReader | None) -> tuple[Any, orientation.Orientation]:
+    """A scanned page turned upright when its reading confirms the turn (``workers.content.orientation``)."""
+    if reader is None:
+        return image, orientation.Orientation(0)
+    found = orientation.upright(image, reader)
+    # The check's crops and tensors are freed but glibc keeps them: ~30 MB a check, handed back.
+    release_freed_memory()
+    return found
 
 
 def _in_child(work: Callable[[Callable[[Any], None]], None], budget: PageBudget) -> Iterator[Any]:

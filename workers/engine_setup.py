@@ -1,7 +1,8 @@
 """The deployment's engine configuration, read from Django settings once per worker process.
 
-Engines never read settings themselves (they import no Django): this module freezes the
-settings into ``EngineSettings`` and resolves each job's ``engine`` choice to the engines it runs.
+Engines never read Django's settings themselves (they import no Django): this module freezes
+them into ``EngineSettings`` (``DeploymentSettings``, which each engine's ``from_settings`` reads)
+and resolves each job's ``engine`` choice to the engines it runs.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from celery.signals import worker_init
 from django.conf import settings
 
 from ocrsite.memory import memory_first
-from ocrsite.vocabulary import CpuModel, CpuRuntime
+from workers import drain
 from workers.engines import registry, textlayer
 from workers.engines.base import LayoutEngine, Recognizer
-from workers.engines.cpu import CpuLayoutConfig, cpu_budget, profile_config, resolve_threads
-from workers.engines.paddle import PaddleLayoutConfig
-from workers.engines.vllm import VllmConfig
+from workers.engines.cpu import cpu_budget, resolve_threads
+from workers.engines.cpu.orientation import OrientationReader
+from workers.engines.settings import DeploymentSettings
 
 log = logging.getLogger(__name__)
 
@@ -53,48 +54,14 @@ def engine_threads() -> int:
 
 @lru_cache(maxsize=1)
 def deployment() -> registry.EngineSettings:
-    threads = engine_threads()
+    """The deployment's engine parts and its settings, frozen for this process: each engine reads
+    its own options from them (its config's ``from_settings``), so no engine is named here."""
     return registry.EngineSettings(
         layout=settings.OCR_LAYOUT_ENGINE,
         recognizer=settings.OCR_RECOGNIZER,
-        cpu_layout=CpuLayoutConfig(threads=threads, model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR)),
-        cpu_recognizer=profile_config(
-            settings.OCR_CPU_PROFILE,
-            threads=threads,
-            det_max_side=settings.OCR_DET_MAX_SIDE,
-            **({"rec_batch": settings.OCR_REC_BATCH} if settings.OCR_REC_BATCH > 0 else {}),
-            **({"runtime": CpuRuntime(settings.OCR_CPU_RUNTIME)} if settings.OCR_CPU_RUNTIME else {}),
-            **({"det_probe_model": CpuModel(settings.OCR_CPU_PROBE_MODEL)} if settings.OCR_CPU_PROBE_MODEL else {}),
-            **({"rec_model": CpuModel(settings.OCR_CPU_REC_MODEL)} if settings.OCR_CPU_REC_MODEL else {}),
-            **({"reread_below": settings.OCR_CPU_REREAD_BELOW} if settings.OCR_CPU_REREAD_BELOW >= 0 else {}),
-            det_limit_side=settings.OCR_DET_LIMIT_SIDE,
-            det_limit_type=settings.OCR_DET_LIMIT_TYPE,
-            det_memory_patterns=not memory_first(),
-            model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR),
+        settings=DeploymentSettings.of(
+            settings, threads=engine_threads(), memory_first=memory_first(), stopping=drain.requested
         ),
-        paddle=PaddleLayoutConfig(
-            model_dir=settings.OCR_PADDLE_MODEL_DIR,
-            model=settings.OCR_PADDLE_MODEL,
-            device=settings.OCR_PADDLE_DEVICE,
-            batch_size=settings.OCR_PADDLE_BATCH,
-            threshold=settings.OCR_PADDLE_THRESHOLD,
-        ),
-        vllm=VllmConfig(
-            base_url=settings.VLLM_BASE_URL,
-            profile=settings.VLLM_PROFILE,
-            model=settings.VLLM_MODEL,
-            api_key=settings.VLLM_API_KEY,
-            max_in_flight=settings.VLLM_MAX_IN_FLIGHT,
-            timeout_s=settings.VLLM_TIMEOUT_S,
-            retries=settings.VLLM_RETRIES,
-            backoff_s=settings.VLLM_BACKOFF_S,
-            max_tokens=settings.VLLM_MAX_TOKENS,
-            cancel_poll_s=settings.VLLM_CANCEL_POLL_S,
-        ),
-        vllm_page_profile=settings.VLLM_PAGE_PROFILE,
-        vllm_page_base_url=settings.VLLM_PAGE_BASE_URL,
-        vllm_page_model=settings.VLLM_PAGE_MODEL,
-        vllm_labels=tuple(settings.OCR_VLLM_LABELS),
     )
 
 
@@ -111,6 +78,13 @@ def layout_engine(engine: str) -> LayoutEngine:
 
 def recognizer(engine: str) -> Recognizer:
     return registry.recognizer(for_job(engine))
+
+
+@lru_cache(maxsize=1)
+def orientation_reader() -> OrientationReader:
+    """What ingest reads scanned pages with to find which way is up: built once per process, in
+    the worker before ingest forks its PDF reader (which then uses the same models)."""
+    return OrientationReader(model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR))
 
 
 def text_layer() -> textlayer.TextLayerConfig:

@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.jobs import enqueue, page_ranges, services, states
-from apps.jobs.documents import InputError, encode_png, load_image_frame, upright_scan
+from apps.jobs.documents import InputError, encode_png, load_image_frame
 from apps.jobs.models import Job, Page, StageEvent
 from ocrsite.celery import app
 from ocrsite.vocabulary import ErrorCode, TaskName
@@ -61,7 +61,7 @@ def split_document(job_id: str) -> None:
                 return  # cancelled, finished, or already past ingest
         # A delivery with pages left to make draws on the job's ingest attempts (a late duplicate
         # that finds them all made does not); past the cap the job fails job:stalled.
-        if job.pages.count() < job.page_count and not budget.claim_attempt(job_id, "ingest"):
+        if job.pages.count() < job.page_count and not services.claim_attempt(job_id, "ingest"):
             return
         started = timezone.now()
         send_on = _sender(job)
@@ -174,6 +174,7 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
             min_chars=settings.OCR_TEXT_LAYER_MIN_CHARS,
             force_ocr=force_ocr,
             text_layer=engine_setup.text_layer(),
+            reader=engine_setup.orientation_reader(),
         )
         for found in budget.read_pdf_pages(path, unread, request, page_budget()):
             created += 1
@@ -181,7 +182,15 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
                 _finish_text_page(job, found, dpi)
                 continue
             page = _store_page(
-                job, found.index, found.png, found.dpi, found.width, found.height, found.size_pt, found.rotation
+                job,
+                found.index,
+                found.png,
+                found.dpi,
+                found.width,
+                found.height,
+                found.size_pt,
+                found.rotation,
+                found.flags,
             )
             waiting.append(page.pk)
             send_on(page.pk)
@@ -213,15 +222,26 @@ def page_budget() -> budget.PageBudget:
 def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt) -> Page:
     # Layout and recognition read text upright only: a scan at 90, 180 or 270 degrees is
     # stored turned back, so they and the console all see the upright page. (PDF pages are
-    # turned in ingest's budgeted child: workers/budget.py.)
-    image, rotation = upright_scan(image, dpi)
-    if rotation % 180:
+    # turned in ingest's budgeted child: workers/budget.py.) A turn is made only when reading
+    # the page confirms it (workers/content/orientation.py); otherwise the page is flagged.
+    image, found = budget.upright_page(image, engine_setup.orientation_reader())
+    if found.rotation % 180:
         size_pt = (size_pt[1], size_pt[0])
-    return _store_page(job, index, encode_png(image), dpi, image.shape[1], image.shape[0], size_pt, rotation)
+    return _store_page(
+        job, index, encode_png(image), dpi, image.shape[1], image.shape[0], size_pt, found.rotation, found.flags
+    )
 
 
 def _store_page(
-    job: Job, index: int, png: bytes, dpi: int, width: int, height: int, size_pt, rotation: int = 0
+    job: Job,
+    index: int,
+    png: bytes,
+    dpi: int,
+    width: int,
+    height: int,
+    size_pt,
+    rotation: int = 0,
+    flags: tuple[str, ...] = (),
 ) -> Page:
     name = services.save_bytes(f"pages/{job.pk}/{index:05d}.png", png)
     page, _ = Page.objects.update_or_create(
@@ -237,8 +257,10 @@ def _store_page(
             "width_pt": size_pt[0],
             "height_pt": size_pt[1],
             "rotation": rotation,
+            "flags": list(flags),
         },
     )
+    services.flag_job(job.pk, flags)
     return page
 
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import transaction
 
 from apps.jobs import enqueue, services, states
@@ -22,7 +23,7 @@ from apps.jobs.models import Job, Page, Region
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
 from workers import engine_setup
-from workers.content import labels
+from workers.content import confidence, labels
 from workers.engines.base import Recognition, Recognizer
 from workers.regions import apply_text, box_of, create_region, load_image, renumber
 from workers.retry import PipelineTask
@@ -76,11 +77,19 @@ def _write(pages: list[Page], read: Read, started: datetime, elapsed_ms: int) ->
         # are kept as given.
         if found and (regions or any(box.order is None for box, _ in found)):
             renumber(page)
-        if services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed_ms) is None:
+        flags = _confidence_flags(page)
+        services.flag_job(page.job_id, flags)  # before the page counts: assembly reads the job's flags
+        if services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed_ms, flags=flags) is None:
             # The claim went stale and was handed on: the other worker's text is the one kept.
             transaction.set_rollback(True)
             return
     RECOGNITION.done(page, started, {"regions": len(regions) + len(found), "engine": engine.name})
+
+
+def _confidence_flags(page: Page) -> list[str]:
+    """The page's flags with ``ocr:low-confidence`` judged on the text it now holds."""
+    read = confidence.page_confidence(page.regions.values_list("text", "confidence"))
+    return confidence.with_confidence_flag(page.flags or [], read, settings.OCR_LOW_CONFIDENCE)
 
 
 def _cancel_check(job_id) -> Callable[[], bool]:

@@ -9,13 +9,16 @@ Two places apply it, for two kinds of work:
   budget is spent the page fails with the engine's code. A claim whose worker died is released by
   the sweep, which fails the page as ``page:stalled`` once its attempts are spent (a page that
   kills its worker every time must not loop forever).
-- Job stages (ingest, assembly) have no row counter: ``PipelineTask`` retries a transient
-  failure that escapes them through Celery, ``max_attempts`` times in all, with the same backoff.
-  After that the job's stale ``updated_at`` brings the sweep back to it.
+- Job stages (ingest, assembly) count their deliveries on the job row (``ingest_attempts``,
+  ``assembly_attempts``: ``services.claim_attempt``), so a worker that dies in one every time
+  ends the job as ``job:stalled`` instead of looping. ``PipelineTask`` retries a transient
+  failure that escapes them through Celery, ``max_attempts`` times in all, with the same backoff;
+  after that the job's stale ``updated_at`` brings the sweep back to it, and each re-sent
+  delivery draws on the same row counter.
 - Beat's own tasks (sweep, retention purge) declare ``max_retries=0`` and are not retried: the
   next beat is their retry, and retried copies would only pile up behind an outage.
 
-The backoff is exponential with full jitter (``ocrsite.backoff``, tenacity's): attempt n waits a
+The backoff is exponential with full jitter (``ocrsite.backoff``): attempt n waits a
 uniform draw from [0, min(cap, base × 2^(n-1))] seconds, so a burst of failures does not come
 back as a burst. ``PipelineTask`` keeps its own ``__call__`` rather than Celery's
 ``autoretry_for``/``retry_backoff``: what is transient depends on the exception's ``permanent``
@@ -30,7 +33,7 @@ from celery import Task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from ocrsite.backoff import Backoff
+from ocrsite import backoff
 from workers.engines.base import EngineError
 
 # Failures of the machinery around a stage (broker, database, storage connections), not of the
@@ -54,7 +57,7 @@ class RetryPolicy:
         return self.is_transient(exc) and attempts < self.max_attempts
 
     def backoff_s(self, attempt: int) -> float:
-        return Backoff(self.base_s, self.cap_s)(attempt)
+        return backoff.backoff_s(attempt, self.base_s, self.cap_s)
 
 
 def policy() -> RetryPolicy:

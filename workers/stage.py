@@ -6,6 +6,8 @@ raises instead:
 
 - the job was cancelled (a recogniser aborted its requests in flight): nothing is kept, the
   timeline notes the cancel;
+- the worker is shutting down (``worker:draining``, ``workers.drain``): the claims are handed
+  back with their attempts refunded and the pages sent again at once, for another worker;
 - a transient failure with attempts left (``workers.retry``): the claims are handed back, the
   timeline notes a retry, and the pages are sent again after the backoff once this commits;
 - otherwise the pages fail with the engine's code (``services.finish_page``, which ends the job
@@ -86,6 +88,13 @@ class PageStage:
         if exc.code == ErrorCode.JOB_CANCELLED:
             for page in pages:
                 self._record(page, started, outcome="cancelled", error_code=exc.code)
+            return
+        if exc.code == ErrorCode.WORKER_DRAINING:
+            again = services.release_pages([p.pk for p in pages], self.claim.to, refund=True)
+            for page in pages:
+                self._record(page, started, outcome="handed-back", error_code=exc.code)
+            log.info("%s of %d page(s) handed back: the worker is stopping", self.name, len(pages))
+            transaction.on_commit(lambda: self.send(again))
             return
         rules = policy()
         attempts = max(p.attempts for p in pages)

@@ -10,9 +10,9 @@ compare-and-set. (The retention purge, the other beat task, is ``workers.retenti
 A backlog is not a loss: work waiting longer than OCR_STALE_AFTER behind a long queue still has
 its message in it. So what waits is re-sent only into the room a queue has below BATCH messages
 (``_room``): at once after a Redis restart (the queue comes back empty), once a backlog drains
-otherwise. Before this, every sweep sent one more copy of each waiting row per OCR_STALE_AFTER;
-in the 10,000-job chaos run the cpu queue held 40,000 messages for 8,000 unfinished jobs and
-assembly waited behind the copies. Stale claims are handed back whatever the queues hold.
+otherwise. Re-sending each waiting row every OCR_STALE_AFTER instead piled copies in the queues
+faster than they drained, and assembly waited behind them (docs/benchmarks.md, fault tests).
+Stale claims are handed back whatever the queues hold.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from apps.jobs import enqueue, monitoring, services, states
 from apps.jobs.models import Job, Page
 from ocrsite.celery import app
 from ocrsite.vocabulary import ErrorCode, Queue, TaskName
-from workers import budget
 from workers.retry import PipelineTask, policy
 
 BATCH = 1000  # rows per kind per sweep: a backlog drains over several sweeps, never in one query
@@ -85,8 +84,8 @@ def resend_lost_work() -> dict[str, int]:
         .values_list("pk", flat=True)[:cpu_room]
     )
     # Jobs whose stage died on every delivery fail job:stalled instead of being sent once more.
-    ingest = budget.within_attempts(ingest, "ingest")
-    assemble = budget.within_attempts(assemble, "assembly")
+    ingest = services.within_attempts(ingest, "ingest")
+    assemble = services.within_attempts(assemble, "assembly")
     for job_id in ingest:
         enqueue.ingest(job_id)
     for job_id in assemble:

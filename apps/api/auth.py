@@ -32,6 +32,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from apps.api.errors import ApiError
 from apps.api.models import TenantAPIKey, TenantUser
 from ocrsite.vocabulary import ErrorCode
 
@@ -192,9 +193,7 @@ def verify_token(token: str) -> dict[str, Any]:
     except jwt.InvalidIssuerError:
         raise AuthenticationFailed("the token is not from the configured issuer") from None
     except jwt.PyJWKClientConnectionError as exc:
-        from apps.api.errors import ApiError  # here, not at the top: rest_framework.views imports this module
-
-        raise ApiError(503, ErrorCode.AUTH_JWKS_UNAVAILABLE, f"the issuer's keys cannot be fetched: {exc}") from exc
+        raise ApiError(ErrorCode.AUTH_JWKS_UNAVAILABLE, f"the issuer's keys cannot be fetched: {exc}") from exc
     except (jwt.PyJWKClientError, jwt.PyJWKError, jwt.PyJWKSetError) as exc:
         raise AuthenticationFailed(f"no usable signing key for the token: {exc}") from None
     except jwt.InvalidTokenError as exc:

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from apps.jobs.documents import CONTENT_TYPES
 from apps.jobs.models import Job
+from ocrsite import catalogue
 
 
 class JobCreateSerializer(serializers.Serializer):
@@ -15,7 +16,7 @@ class JobCreateSerializer(serializers.Serializer):
     upload = serializers.UUIDField(
         required=False, help_text="Instead of file: the id of a direct upload (POST /api/v1/uploads) already sent"
     )
-    engine = serializers.ChoiceField(choices=Job.Engine.choices, required=False)
+    engine = serializers.ChoiceField(choices=catalogue.job_engine_choices(), required=False)
     ocr = serializers.ChoiceField(
         choices=[("auto", "auto"), ("force", "force")],
         required=False,

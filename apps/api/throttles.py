@@ -96,8 +96,7 @@ class TenantRateThrottle(BaseThrottle):
             # Raised here rather than returning False so the refusal names its own limit; DRF's
             # generic Throttled cannot say which of several throttles refused.
             raise ApiError(
-                429,
-                f"rate:{self.scope}",
+                ErrorCode(f"rate:{self.scope}"),
                 f"more than {limit} {self.scope} per {period} s for this tenant; retry in {wait} s",
                 headers={"Retry-After": str(wait)},
             )
@@ -144,7 +143,6 @@ def charge_pages(tenant: str, pages: int) -> Callable[[], None] | None:
         midnight = datetime.combine(today.date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
         wait = max(1, math.ceil((midnight - today).total_seconds()))
         raise ApiError(
-            429,
             ErrorCode.QUOTA_PAGES_PER_DAY,
             f"this document has {pages} page(s); {total - pages} of the {limit} pages allowed per day are used",
             headers={"Retry-After": str(wait)},
@@ -217,7 +215,6 @@ def tenant_backlog_share(tenant: str) -> float:
 
 def _refuse(message: str) -> None:
     raise ApiError(
-        503,
         ErrorCode.BUSY_BACKPRESSURE,
         message,
         headers={"Retry-After": str(settings.OCR_BACKPRESSURE_RETRY_AFTER)},

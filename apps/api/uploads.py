@@ -13,7 +13,6 @@ Whatever the backend enforces, the job's creation checks the stored object again
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass, field
 
@@ -27,9 +26,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
+from rest_framework import status
 from storages.utils import clean_name
 
-from apps.api.errors import error_body
+from apps.api.errors import refusals
+from apps.jobs.documents import InputError
 from apps.jobs.models import DirectUpload
 from ocrsite.vocabulary import ErrorCode
 
@@ -107,12 +108,9 @@ def _claims(slot: DirectUpload) -> dict:
     return {"id": str(slot.pk), "tenant": slot.tenant, "size": slot.size_bytes, "type": slot.content_type}
 
 
-def _refuse(status: int, code: ErrorCode, message: str) -> HttpResponse:
-    return HttpResponse(json.dumps(error_body(code, message)), status=status, content_type="application/json")
-
-
 @csrf_exempt
 @require_http_methods(["PUT"])
+@refusals
 def receive_content(request: HttpRequest, upload_id) -> HttpResponse:
     """The local-disk stand-in for a bucket's presigned URL: the signed token is the credential.
 
@@ -123,32 +121,32 @@ def receive_content(request: HttpRequest, upload_id) -> HttpResponse:
     try:
         claims = signing.loads(request.GET.get("token", ""), salt=_TOKEN_SALT, max_age=settings.OCR_UPLOAD_URL_SECONDS)
     except signing.SignatureExpired:
-        return _refuse(410, ErrorCode.UPLOAD_EXPIRED, "the upload URL has expired")
+        raise InputError(ErrorCode.UPLOAD_EXPIRED, "the upload URL has expired") from None
     except signing.BadSignature:
-        return _refuse(403, ErrorCode.UPLOAD_BAD_TOKEN, "the upload URL's signature is not valid")
+        raise InputError(ErrorCode.UPLOAD_BAD_TOKEN, "the upload URL's signature is not valid") from None
     slot = DirectUpload.objects.filter(pk=upload_id).first()
     if slot is None or claims != _claims(slot):
-        return _refuse(403, ErrorCode.UPLOAD_BAD_TOKEN, "the upload URL is not for this upload")
+        raise InputError(ErrorCode.UPLOAD_BAD_TOKEN, "the upload URL is not for this upload")
     if slot.expires_at < timezone.now():
-        return _refuse(410, ErrorCode.UPLOAD_EXPIRED, "the upload URL has expired")
+        raise InputError(ErrorCode.UPLOAD_EXPIRED, "the upload URL has expired")
     if request.content_type != slot.content_type:
-        return _refuse(415, ErrorCode.INPUT_TYPE_MISMATCH, f"the upload was declared as {slot.content_type}")
+        raise InputError(ErrorCode.INPUT_TYPE_MISMATCH, f"the upload was declared as {slot.content_type}")
     if slot.job_id or default_storage.exists(slot.key):
-        return _refuse(409, ErrorCode.REQUEST_INVALID, "this upload has already been sent")
+        raise InputError(ErrorCode.UPLOAD_ALREADY_SENT, "this upload has already been sent")
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > slot.size_bytes:
-        return _refuse(413, ErrorCode.INPUT_TOO_LARGE, f"{slot.size_bytes} bytes were declared for this upload")
+        raise InputError(ErrorCode.INPUT_TOO_LARGE, f"{slot.size_bytes} bytes were declared for this upload")
     with tempfile.TemporaryFile(prefix="ocr-upload-") as spool:
         received = 0
         for chunk in iter(lambda: request.read(_CHUNK), b""):
             received += len(chunk)
             if received > slot.size_bytes:
-                return _refuse(413, ErrorCode.INPUT_TOO_LARGE, f"{slot.size_bytes} bytes were declared for this upload")
+                raise InputError(ErrorCode.INPUT_TOO_LARGE, f"{slot.size_bytes} bytes were declared for this upload")
             spool.write(chunk)
         if received != slot.size_bytes:
-            return _refuse(
-                400, ErrorCode.UPLOAD_SIZE_MISMATCH, f"{received} bytes arrived; {slot.size_bytes} were declared"
+            raise InputError(
+                ErrorCode.UPLOAD_SIZE_MISMATCH, f"{received} bytes arrived; {slot.size_bytes} were declared"
             )
         spool.seek(0)
         default_storage.save(slot.key, File(spool, name=slot.key))
-    return HttpResponse(status=204)
+    return HttpResponse(status=status.HTTP_204_NO_CONTENT)

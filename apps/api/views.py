@@ -27,14 +27,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.auth import actor_of, owner_of, tenant_of
-from apps.api.errors import ApiError, input_status
+from apps.api.errors import NOT_READY, ApiError
 from apps.api.limits import inline_limits_for, limits_for
 from apps.api.serializers import JobCreateSerializer, JobSerializer, UploadCreateSerializer, UploadSerializer
-from apps.api.throttles import PollThrottle, SubmissionThrottle, admission
+from apps.api.throttles import SubmissionThrottle, admission
 from apps.api.uploads import presign
 from apps.jobs import direct_uploads, page_ranges, partial, services
-from apps.jobs.documents import InputError
 from apps.jobs.models import Job
+from apps.webhooks.egress import undeliverable
 from ocrsite.celery import app as celery_app
 from ocrsite.vocabulary import ErrorCode
 
@@ -59,37 +59,34 @@ def accept_upload(request: Request) -> Job:
     """Shared by /api/v1/jobs and the course gateway's /process: size, type, pages, then submit."""
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > settings.OCR_MAX_UPLOAD_BYTES + MULTIPART_SLACK:
-        raise ApiError(413, ErrorCode.INPUT_TOO_LARGE, DIRECT_HINT.format(settings.OCR_MAX_UPLOAD_BYTES))
+        raise ApiError(ErrorCode.INPUT_TOO_LARGE, DIRECT_HINT.format(settings.OCR_MAX_UPLOAD_BYTES))
     if "upload" in request.data:
         return accept_direct(request)
     serializer = JobCreateSerializer(data=request.data)
     if getattr(request._request, "upload_too_large", False):
-        raise ApiError(413, ErrorCode.INPUT_TOO_LARGE, DIRECT_HINT.format(settings.OCR_MAX_UPLOAD_BYTES))
+        raise ApiError(ErrorCode.INPUT_TOO_LARGE, DIRECT_HINT.format(settings.OCR_MAX_UPLOAD_BYTES))
     serializer.is_valid(raise_exception=True)
     upload = serializer.validated_data["file"]
     key = idempotency_key(request)
     tenant = tenant_of(request)
     options = job_options(request, serializer.validated_data)
-    try:
-        return services.submit(
-            services.Upload(stream=upload.file, filename=upload.name or "", size=upload.size),
-            owner=owner_of(request),
-            tenant=tenant,
-            engine=serializer.validated_data.get("engine"),
-            options=options,
-            idempotency_key=key,
-            admit=admission(tenant),
-            limits=inline_limits_for(tenant),
-        )
-    except InputError as exc:
-        raise ApiError(input_status(exc.code), exc.code, exc.message) from exc
+    return services.submit(
+        services.Upload(stream=upload.file, filename=upload.name or "", size=upload.size),
+        owner=owner_of(request),
+        tenant=tenant,
+        engine=serializer.validated_data.get("engine"),
+        options=options,
+        idempotency_key=key,
+        admit=admission(tenant),
+        limits=inline_limits_for(tenant),
+    )
 
 
 def idempotency_key(request: Request) -> str:
     key = request.headers.get("Idempotency-Key", "")
     if key and not _IDEMPOTENCY_KEY.fullmatch(key):
         raise ApiError(
-            400, ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY, "Idempotency-Key must be 1-255 printable ASCII characters"
+            ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY, "Idempotency-Key must be 1-255 printable ASCII characters"
         )
     return key
 
@@ -98,13 +95,12 @@ def job_options(request: Request, data: dict) -> dict:
     options = {"ocr": data.get("ocr", "auto")}
     callback = data.get("callback_url") or getattr(request.auth, "webhook_url", "")
     if callback:
+        if why := undeliverable(callback, settings.OCR_WEBHOOK_SCHEMES, settings.OCR_WEBHOOK_PORTS):
+            raise ApiError(ErrorCode.WEBHOOK_UNDELIVERABLE, why)
         options["callback_url"] = callback
     if "pages" in data:
-        try:
-            # The syntax now, before any bytes are read; the page count once the probe knows it.
-            page_ranges.parse(data["pages"])
-        except InputError as exc:
-            raise ApiError(input_status(exc.code), exc.code, exc.message) from exc
+        # The syntax now, before any bytes are read; the page count once the probe knows it.
+        page_ranges.parse(data["pages"])
         options["pages"] = data["pages"]
     return options
 
@@ -115,19 +111,16 @@ def accept_direct(request: Request) -> Job:
     serializer.is_valid(raise_exception=True)
     tenant = tenant_of(request)
     options = job_options(request, serializer.validated_data)
-    try:
-        return direct_uploads.submit_uploaded(
-            serializer.validated_data["upload"],
-            tenant=tenant,
-            owner=owner_of(request),
-            engine=serializer.validated_data.get("engine"),
-            options=options,
-            limits=limits_for(tenant),
-            admit=admission(tenant),
-            idempotency_key=idempotency_key(request),
-        )
-    except InputError as exc:
-        raise ApiError(input_status(exc.code), exc.code, exc.message) from exc
+    return direct_uploads.submit_uploaded(
+        serializer.validated_data["upload"],
+        tenant=tenant,
+        owner=owner_of(request),
+        engine=serializer.validated_data.get("engine"),
+        options=options,
+        limits=limits_for(tenant),
+        admit=admission(tenant),
+        idempotency_key=idempotency_key(request),
+    )
 
 
 def accepted(job: Job) -> tuple[int, dict[str, str]]:
@@ -139,7 +132,7 @@ def accepted(job: Job) -> tuple[int, dict[str, str]]:
 
 @extend_schema(
     request=UploadCreateSerializer,
-    responses={201: UploadSerializer},
+    responses={status.HTTP_201_CREATED: UploadSerializer},
     description="Open a direct upload for a big document: send its bytes to the returned URL, then "
     "POST /api/v1/jobs with upload=<id>. The URL is bound to the tenant, the exact size and the "
     "content type, and expires after OCR_UPLOAD_URL_SECONDS.",
@@ -150,17 +143,14 @@ def create_upload(request: Request) -> Response:
     serializer = UploadCreateSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)
     tenant = tenant_of(request)
-    try:
-        slot = direct_uploads.open_slot(
-            tenant=tenant,
-            owner=owner_of(request),
-            filename=serializer.validated_data["filename"],
-            size=serializer.validated_data["size"],
-            content_type=serializer.validated_data["content_type"],
-            limits=limits_for(tenant),
-        )
-    except InputError as exc:
-        raise ApiError(input_status(exc.code), exc.code, exc.message) from exc
+    slot = direct_uploads.open_slot(
+        tenant=tenant,
+        owner=owner_of(request),
+        filename=serializer.validated_data["filename"],
+        size=serializer.validated_data["size"],
+        content_type=serializer.validated_data["content_type"],
+        limits=limits_for(tenant),
+    )
     signed = presign(slot, request)
     body = {
         "id": slot.pk,
@@ -182,13 +172,13 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     lookup_value_regex = "[0-9a-fA-F-]{32,36}"
 
     def get_throttles(self):
-        return [SubmissionThrottle()] if self.action == "create" else [PollThrottle()]
+        return [SubmissionThrottle()] if self.action == "create" else super().get_throttles()
 
     def get_object(self) -> Job:
         try:
             uuid.UUID(str(self.kwargs[self.lookup_field]))
         except ValueError:
-            raise ApiError(404, ErrorCode.JOB_NOT_FOUND, "no such job") from None
+            raise ApiError(ErrorCode.JOB_NOT_FOUND, "no such job") from None
         return super().get_object()
 
     def get_queryset(self):
@@ -199,16 +189,14 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             unknown = [s for s in statuses if s not in Job.Status.values]
             if unknown:
                 # Validated, not passed through: a NUL byte in a filter once reached PostgreSQL as a 500.
-                raise ApiError(
-                    400, ErrorCode.REQUEST_BAD_STATUS, f"status must be among {', '.join(Job.Status.values)}"
-                )
+                raise ApiError(ErrorCode.REQUEST_BAD_STATUS, f"status must be among {', '.join(Job.Status.values)}")
             qs = qs.filter(status__in=statuses)
         return qs
 
     @extend_schema(
         request={"multipart/form-data": JobCreateSerializer},
         parameters=[IDEMPOTENCY_HEADER],
-        responses={202: JobSerializer, 200: JobSerializer},
+        responses={status.HTTP_202_ACCEPTED: JobSerializer, status.HTTP_200_OK: JobSerializer},
         description="Upload a document. Answers 202 at once with the job and a Location header.",
     )
     def create(self, request: Request) -> Response:
@@ -221,13 +209,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def list(self, request: Request, *args, **kwargs) -> Response:
         return super().list(request, *args, **kwargs)
 
-    @extend_schema(request=None, responses={202: JobSerializer}, description="Cancel a queued or running job.")
+    @extend_schema(
+        request=None, responses={status.HTTP_202_ACCEPTED: JobSerializer}, description="Cancel a queued or running job."
+    )
     def destroy(self, request: Request, pk=None) -> Response:
         job = self.get_object()
         services.cancel(job.pk, actor=actor_of(request))
         job.refresh_from_db()
         if job.status != Job.Status.CANCELLED:
-            raise ApiError(409, ErrorCode.JOB_NOT_CANCELLABLE, f"the job is already {job.status}")
+            raise ApiError(ErrorCode.JOB_NOT_CANCELLABLE, f"the job is already {job.status}")
         return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
@@ -237,21 +227,24 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                 "partial", bool, description="before the job is done: every page's status and the done pages' text"
             ),
         ],
-        responses={(200, "text/markdown"): OpenApiTypes.STR, (200, "application/json"): OpenApiTypes.OBJECT},
+        responses={
+            (status.HTTP_200_OK, "text/markdown"): OpenApiTypes.STR,
+            (status.HTTP_200_OK, "application/json"): OpenApiTypes.OBJECT,
+        },
     )
     @action(detail=True, methods=["get"], url_path="result", url_name="result")
     def result(self, request: Request, pk=None) -> HttpResponse:
         job = self.get_object()
         fmt = request.query_params.get("format", "markdown")
         if fmt not in ("markdown", "json"):
-            raise ApiError(400, ErrorCode.REQUEST_BAD_FORMAT, "format must be markdown or json")
+            raise ApiError(ErrorCode.REQUEST_BAD_FORMAT, "format must be markdown or json")
         if job.status != Job.Status.DONE:
             if request.query_params.get("partial") in ("1", "true"):
                 # What is done so far, before the job ends (and of a failed job, what did not fail).
                 if fmt == "json":
                     return JsonResponse(partial.partial_pages(job))
                 return HttpResponse(partial.partial_markdown(job), content_type="text/markdown; charset=utf-8")
-            raise ApiError(409, ErrorCode.JOB_NOT_READY, f"the job is {job.status}")
+            raise ApiError(ErrorCode.JOB_NOT_READY, f"the job is {job.status}")
         field = job.result_markdown if fmt == "markdown" else job.result_json
         data = _read_result(job, field.name)
         content_type = "text/markdown; charset=utf-8" if fmt == "markdown" else "application/json"
@@ -265,7 +258,7 @@ def _read_result(job: Job, name: str) -> bytes:
     same way: the result is not coming back, and the client must not see a 500.
     """
     if job.purged_at or not name:
-        raise ApiError(410, ErrorCode.JOB_RESULT_PURGED, "the result was purged")
+        raise ApiError(ErrorCode.JOB_RESULT_PURGED, "the result was purged")
     try:
         with default_storage.open(name, "rb") as fh:
             return fh.read()
@@ -274,7 +267,7 @@ def _read_result(job: Job, name: str) -> bytes:
         # Anything else (storage unreachable) is re-raised.
         if default_storage.exists(name):
             raise
-        raise ApiError(410, ErrorCode.JOB_RESULT_PURGED, "the result is no longer stored") from None
+        raise ApiError(ErrorCode.JOB_RESULT_PURGED, "the result is no longer stored") from None
 
 
 # --- the course gateway's dialect: /process, /status/{task_id}, /health ------------------------
@@ -306,7 +299,7 @@ def gateway_error(job: Job) -> str | None:
 @extend_schema(
     request={"multipart/form-data": JobCreateSerializer},
     parameters=[IDEMPOTENCY_HEADER],
-    responses={202: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT},
+    responses={status.HTTP_202_ACCEPTED: OpenApiTypes.OBJECT, status.HTTP_200_OK: OpenApiTypes.OBJECT},
 )
 @api_view(["POST"])
 @throttle_classes([SubmissionThrottle])
@@ -316,13 +309,12 @@ def gateway_process(request: Request) -> Response:
     return Response({"task_id": str(job.pk), "status": GATEWAY_STATUS[job.status]}, status=code, headers=headers)
 
 
-@extend_schema(responses={200: OpenApiTypes.OBJECT})
+@extend_schema(responses={status.HTTP_200_OK: OpenApiTypes.OBJECT})
 @api_view(["GET"])
-@throttle_classes([PollThrottle])
 def gateway_status(request: Request, task_id: str) -> Response:
     job = Job.objects.filter(pk=task_id, tenant=tenant_of(request)).first()
     if job is None:
-        raise ApiError(404, ErrorCode.JOB_NOT_FOUND, "no such task")
+        raise ApiError(ErrorCode.JOB_NOT_FOUND, "no such task")
     result = None
     if job.status == Job.Status.DONE:
         # A purged job answers as /api/v1/jobs/{id}/result does: 410 job:result-purged.
@@ -352,7 +344,7 @@ def healthz(request: Request) -> JsonResponse:
 @permission_classes([AllowAny])
 def health(request: Request) -> HttpResponse:
     """The course gateway's liveness probe: 200 with an empty body, as its Rust handler answers."""
-    return HttpResponse(status=200)
+    return HttpResponse()
 
 
 @extend_schema(exclude=True)
@@ -362,7 +354,9 @@ def health(request: Request) -> HttpResponse:
 def readyz(request: Request) -> JsonResponse:
     checks = {"database": _check(_database), "broker": _check(_broker), "storage": _check(_storage)}
     ok = all(v == "ok" for v in checks.values())
-    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503)
+    return JsonResponse(
+        {"status": "ok" if ok else "unavailable", "checks": checks}, status=status.HTTP_200_OK if ok else NOT_READY
+    )
 
 
 def _check(fn) -> str:

@@ -44,10 +44,21 @@ THUMBNAIL_LIMIT = 60
 
 
 class JobAction:
-    """One repair: the service it calls and the permission that gates it."""
+    """One repair: the service it calls and the permission that gates it. The job page's button,
+    the changelist's bulk action (``<name>_jobs``) and ``JobAdmin.has_<name>_permission`` are all
+    made from it."""
 
-    def __init__(self, name: str, verb: str, service: Callable[..., bool], statuses: tuple[str, ...], danger=False):
+    def __init__(
+        self,
+        name: str,
+        verb: str,
+        service: Callable[..., bool],
+        statuses: tuple[str, ...],
+        bulk: str,
+        danger=False,
+    ):
         self.name, self.verb, self.service, self.statuses, self.danger = name, verb, service, statuses, danger
+        self.bulk_description = bulk
 
     @property
     def perm(self) -> str:
@@ -56,14 +67,41 @@ class JobAction:
     def allowed(self, request: HttpRequest) -> bool:
         return request.user.has_perm(self.perm)
 
+    def bulk_action(self) -> Callable:
+        """The changelist's action over the selected jobs, gated by ``has_<name>_permission``."""
+
+        def run(modeladmin, request, queryset):
+            _run_bulk(modeladmin, request, queryset, self.name)
+
+        run.__name__ = f"{self.name}_jobs"
+        return admin.action(description=self.bulk_description, permissions=[self.name])(run)
+
+    def permission_method(self) -> Callable:
+        """``JobAdmin.has_<name>_permission``, which Django's admin asks before it offers the action."""
+
+        def has_permission(modeladmin, request):
+            return self.allowed(request)
+
+        has_permission.__name__ = f"has_{self.name}_permission"
+        return has_permission
+
 
 ACTIONS = {
     a.name: a
     for a in (
-        JobAction("retry", "retry failed pages", services.retry, (Job.Status.FAILED,)),
-        JobAction("cancel", "cancel", services.cancel, Job.ACTIVE),
-        JobAction("rerun", "re-run from scratch", services.rerun, Job.TERMINAL),
-        JobAction("purge", "purge payload and results", services.purge, Job.TERMINAL, danger=True),
+        JobAction(
+            "retry", "retry failed pages", services.retry, (Job.Status.FAILED,), "Retry failed pages of selected jobs"
+        ),
+        JobAction("cancel", "cancel", services.cancel, Job.ACTIVE, "Cancel selected jobs"),
+        JobAction("rerun", "re-run from scratch", services.rerun, Job.TERMINAL, "Re-run selected jobs from scratch"),
+        JobAction(
+            "purge",
+            "purge payload and results",
+            services.purge,
+            Job.TERMINAL,
+            "Purge payload and results of selected jobs",
+            danger=True,
+        ),
     )
 }
 
@@ -82,26 +120,6 @@ def _run_bulk(modeladmin: JobAdmin, request: HttpRequest, queryset, name: str) -
     if skipped:
         text += f"; {skipped} skipped (nothing to {action.verb} in their state)"
     modeladmin.message_user(request, text, level)
-
-
-@admin.action(description="Retry failed pages of selected jobs", permissions=["retry"])
-def retry_jobs(modeladmin, request, queryset):
-    _run_bulk(modeladmin, request, queryset, "retry")
-
-
-@admin.action(description="Cancel selected jobs", permissions=["cancel"])
-def cancel_jobs(modeladmin, request, queryset):
-    _run_bulk(modeladmin, request, queryset, "cancel")
-
-
-@admin.action(description="Re-run selected jobs from scratch", permissions=["rerun"])
-def rerun_jobs(modeladmin, request, queryset):
-    _run_bulk(modeladmin, request, queryset, "rerun")
-
-
-@admin.action(description="Purge payload and results of selected jobs", permissions=["purge"])
-def purge_jobs(modeladmin, request, queryset):
-    _run_bulk(modeladmin, request, queryset, "purge")
 
 
 class HasErrorFilter(admin.SimpleListFilter):
@@ -144,8 +162,14 @@ class JobChangeList(ChangeList):
         self.count_is_estimate = self.result_count > settings.OCR_CONSOLE_COUNT_CAP
 
 
+# ``has_<name>_permission`` for every action, which Django's admin asks before it offers one.
+ActionPermissions = type(
+    "ActionPermissions", (), {f"has_{a.name}_permission": a.permission_method() for a in ACTIONS.values()}
+)
+
+
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ActionPermissions, admin.ModelAdmin):
     list_display = (
         "short_id",
         "filename",
@@ -176,7 +200,7 @@ class JobAdmin(admin.ModelAdmin):
     paginator = console.CappedCountPaginator
     show_full_result_count = False
     ordering = ("-created_at",)
-    actions = (retry_jobs, cancel_jobs, rerun_jobs, purge_jobs)
+    actions = tuple(a.bulk_action() for a in ACTIONS.values())
     change_form_template = "admin/jobs/job/change_form.html"
     change_list_template = "admin/jobs/job/change_list.html"
     fieldsets = (
@@ -281,18 +305,6 @@ class JobAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return [f for fs in self.fieldsets for f in fs[1]["fields"]]
-
-    def has_retry_permission(self, request):
-        return ACTIONS["retry"].allowed(request)
-
-    def has_cancel_permission(self, request):
-        return ACTIONS["cancel"].allowed(request)
-
-    def has_rerun_permission(self, request):
-        return ACTIONS["rerun"].allowed(request)
-
-    def has_purge_permission(self, request):
-        return ACTIONS["purge"].allowed(request)
 
     def changelist_view(self, request, extra_context=None):
         extra = {"flower_url": settings.FLOWER_URL, "count_cap": settings.OCR_CONSOLE_COUNT_CAP}

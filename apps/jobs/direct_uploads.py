@@ -20,13 +20,11 @@ import hashlib
 import logging
 import tempfile
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -77,7 +75,7 @@ def submit_uploaded(
     engine: str | None = None,
     options: dict | None = None,
     limits: services.Limits,
-    admit: Callable[[Probe], Callable[[], None] | None] | None = None,
+    admit: services.Admit | None = None,
     idempotency_key: str = "",
 ) -> Job:
     """The job for an uploaded slot (created once; asked again, the same job, ``replayed``).
@@ -110,53 +108,36 @@ def submit_uploaded(
         if DirectUpload.objects.filter(pk=slot.pk, discarded_at__isnull=False).exists():
             raise _discarded() from None
         raise
-    if idempotency_key and (earlier := services.idempotent_job(tenant, idempotency_key, digest)):
-        return earlier
-    found = services.select_pages(found, options)
-    undo = admit(found) if admit else None
-
-    job = Job(
-        owner=owner,
-        tenant=tenant,
-        engine=engine or settings.OCR_ENGINE,
-        options=options or {},
-        idempotency_key=idempotency_key,
-        filename=slot.filename,
-        kind=found.kind,
-        sha256=digest,
-        size_bytes=slot.size_bytes,
-        page_count=found.page_count,
+    request = services.JobRequest(
+        owner=owner, tenant=tenant, engine=engine, options=options, idempotency_key=idempotency_key
     )
-    job.source.name = slot.key  # the object stays where the client put it
-    try:
-        with transaction.atomic():
-            job.save()
-            # The same condition as the upload sweep's: a slot it took makes no job.
-            claimed = DirectUpload.objects.filter(pk=slot.pk, job__isnull=True, discarded_at__isnull=True).update(
+    return services.create_job(request, Uploaded(slot.filename, digest, slot.size_bytes, found, slot), admit=admit)
+
+
+@dataclass(frozen=True)
+class Uploaded(services.Source):
+    """Bytes a client sent to the slot's key: the job points at them in place (no copy). The slot
+    makes one job: another request for it, or the upload sweep, may take it first."""
+
+    slot: DirectUpload
+
+    def attach(self, job: Job) -> None:
+        job.source.name = self.slot.key
+
+    def claim(self, job: Job) -> bool:
+        # The same condition as the upload sweep's: a slot it took makes no job.
+        return bool(
+            DirectUpload.objects.filter(pk=self.slot.pk, job__isnull=True, discarded_at__isnull=True).update(
                 job=job, refused_code=""
             )
-            if claimed:
-                transaction.on_commit(lambda: services.send_ingest(job.pk))
-            else:
-                # A concurrent request consumed the slot first (its job is the answer, ours goes),
-                # or the sweep took it.
-                transaction.set_rollback(True)
-    except IntegrityError:
-        # The (tenant, idempotency_key) constraint: a concurrent request with the same key won.
-        if undo:
-            undo()
-        if earlier := services.idempotent_job(tenant, idempotency_key, digest):
-            return earlier
-        raise
-    if not claimed:
-        if undo:
-            undo()
-        slot = DirectUpload.objects.select_related("job").get(pk=slot.pk)
+        )
+
+    def taken(self) -> Job:
+        # A concurrent request consumed the slot first (its job is the answer), or the sweep took it.
+        slot = DirectUpload.objects.select_related("job").get(pk=self.slot.pk)
         if slot.job is None:
             raise _discarded()
         return _replayed(slot.job)
-    log.info("job submitted from a direct upload", extra={"job_id": str(job.pk), "pages": found.page_count})
-    return job
 
 
 def _check(slot: DirectUpload, limits: services.Limits) -> tuple[str, Probe]:

@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from apps.jobs.models import Job, Page, StageEvent
 from apps.jobs.states import JOB_WAITS_FOR, PAGE_WAITS_FOR
-from ocrsite.vocabulary import Queue
+from ocrsite.vocabulary import PageFlag, Queue
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class PipelineCollector:
     def _flag_families() -> tuple[CounterMetricFamily, CounterMetricFamily, CounterMetricFamily]:
         return (
             CounterMetricFamily(
-                "ocr_pages_flagged", "Pages that gave something up to keep every word", labels=["flag"]
+                "ocr_pages_flagged", "Pages flagged, by flag (ocrsite.vocabulary.PageFlag)", labels=["flag"]
             ),
             CounterMetricFamily("ocr_jobs_flagged", "Jobs with a flagged page", labels=["flag"]),
             CounterMetricFamily(
@@ -245,7 +245,9 @@ class PipelineCollector:
         list in SQL (flagged rows are few), then counted per flag here."""
         pages, jobs, turned = self._flag_families()
         for family, model in ((pages, Page), (jobs, Job)):
-            counts: dict[str, int] = {}
+            # Every page flag the product sets has its series from the start, so an alert on
+            # one (ocr:low-confidence, orientation:unsure) sees 0 rather than nothing.
+            counts: dict[str, int] = dict.fromkeys(map(str, PageFlag), 0)
             for flags, n in model.objects.exclude(flags=[]).order_by().values_list("flags").annotate(n=Count("id")):
                 for flag in flags or []:
                     counts[flag] = counts.get(flag, 0) + n

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable, Sequence
+from urllib.parse import urlsplit
 
 import httpcore
 import httpx
@@ -120,3 +121,22 @@ class GuardedTransport(httpx.HTTPTransport):
 def guarded_client(allow: Sequence[Network], timeout: float) -> httpx.Client:
     """An ``httpx.Client`` that refuses non-public addresses and ignores proxy environment variables."""
     return httpx.Client(transport=GuardedTransport(allow), timeout=timeout, follow_redirects=False, trust_env=False)
+
+
+def undeliverable(url: str, schemes: Sequence[str], ports: Sequence[int]) -> str | None:
+    """Why a callback URL could never be delivered from where the workers run, or None.
+
+    ``schemes`` and ``ports`` are what the deployment's egress lets out (OCR_WEBHOOK_SCHEMES,
+    OCR_WEBHOOK_PORTS; empty: any). Checked at the door, so a URL the cluster's NetworkPolicy
+    would drop is refused with a code rather than retried for hours and failed."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:
+        return "callback_url is not a valid URL"
+    scheme = parts.scheme.lower()
+    if schemes and scheme not in {s.lower() for s in schemes}:
+        return f"callback_url uses {scheme}; this deployment delivers webhooks over {', '.join(schemes)} only"
+    if ports and port not in set(ports):
+        return f"callback_url uses port {port}; this deployment delivers webhooks to port(s) {', '.join(map(str, ports))} only"
+    return None

@@ -28,7 +28,7 @@ from apps.jobs import enqueue
 from apps.jobs.models import Job
 from apps.webhooks import egress
 from apps.webhooks.models import WebhookAttempt, WebhookDelivery, WebhookSecret
-from ocrsite.backoff import Backoff
+from ocrsite import backoff
 from ocrsite.vocabulary import ErrorCode, TaskName
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,9 @@ class Outcome:
 def backoff_s(attempt: int) -> float:
     """Exponential (base × 2^(n-1), capped) with ±10% jitter, so retries of one outage spread out
     while the receiver still sees the schedule it was promised."""
-    return Backoff(settings.OCR_WEBHOOK_BACKOFF_S, settings.OCR_WEBHOOK_BACKOFF_MAX_S, low=0.9, high=1.1)(attempt)
+    return backoff.backoff_s(
+        attempt, settings.OCR_WEBHOOK_BACKOFF_S, settings.OCR_WEBHOOK_BACKOFF_MAX_S, low=0.9, high=1.1
+    )
 
 
 def attempt(delivery_id: str, number: int) -> WebhookAttempt | None:

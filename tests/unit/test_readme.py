@@ -19,7 +19,13 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # {alternatives} or glob).
 REPO_PATH = re.compile(r"`((?:apps|workers|ocrsite|tests|bench|k8s|compose|clients|docs|requirements|\.ci)/[\w./-]*)`")
 # Made by a run, not committed: named so a reader knows where to look.
-MADE_BY_RUNS = ("tests/azurite/node_modules", "tests/artifacts/", "bench/results/report-YYYY-MM-DD.md")
+MADE_BY_RUNS = (
+    "tests/azurite/node_modules",
+    "tests/artifacts/",
+    "bench/results/report-YYYY-MM-DD.md",
+    "bench/results/eval-",  # make eval, make eval-ci
+    "bench/results/runs/",
+)
 
 
 def _shell_lines(text: str) -> list[str]:

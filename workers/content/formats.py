@@ -3,7 +3,7 @@
 Input shape, one dict a page (regions already in reading order)::
 
     {"index", "width", "height", "dpi", "width_pt", "height_pt", "source", "rotation", "flags",
-     "regions": [{"order", "label", "bbox": (x0, y0, x1, y1), "polygon", "text", "confidence",
+     "confidence", "regions": [{"order", "label", "bbox": (x0, y0, x1, y1), "polygon", "text", "confidence",
                   "score", "task", "source", "engine", "flags"}]}
 """
 
@@ -77,6 +77,9 @@ def to_json(job: dict[str, Any], pages: Sequence[dict[str, Any]]) -> str:
                 "source": page["source"],
                 "rotation": page.get("rotation", 0),
                 "flags": page.get("flags", []),
+                # workers/content/confidence.py: character-weighted mean of the regions'; None
+                # when no region has text and a confidence.
+                "confidence": page.get("confidence"),
                 "regions": [
                     {
                         "order": r["order"],

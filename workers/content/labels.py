@@ -4,8 +4,21 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import Protocol
 
-from workers.engines.base import RegionText
+
+class Line(Protocol):
+    @property
+    def bbox(self) -> tuple[float, float, float, float]: ...
+
+
+class Read(Protocol):
+    """What a recognizer read in one region (``workers.engines.base.RegionText`` is one): content
+    rules take the shape they use, not the engines' types, so nothing here points up at engines."""
+
+    @property
+    def lines(self) -> Sequence[Line]: ...
+
 
 # A title printed no taller than the body text, over several lines, is the start of a paragraph
 # that the CDLA detector split off (phototest.tif's first two lines); one-line bold headings of
@@ -14,7 +27,7 @@ TITLE_HEIGHT_RATIO = 1.15
 TITLE_MIN_LINES = 2
 
 
-def false_titles(labels: Sequence[str], texts: Sequence[RegionText]) -> set[int]:
+def false_titles(labels: Sequence[str], texts: Sequence[Read]) -> set[int]:
     """Indices of regions labelled ``title`` that read like body text."""
     # The page's own print size: the median over all its lines (body text dominates a page, and a
     # page whose only regions are "titles" is measured against itself).

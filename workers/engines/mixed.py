@@ -12,6 +12,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from workers.engines.base import LayoutBox, Recognition, Recognizer
+from workers.engines.settings import DeploymentSettings
+
+
+def labels_from_settings(s: DeploymentSettings) -> tuple[str, ...]:
+    """OCR_VLLM_LABELS: the labels the VLM reads (empty: every region, no mixing)."""
+    return tuple(s.get("OCR_VLLM_LABELS", ()))
 
 
 class MixedRecognizer:

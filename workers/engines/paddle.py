@@ -33,6 +33,7 @@ import numpy as np
 
 from ocrsite.vocabulary import ErrorCode
 from workers.engines.base import EngineError, LayoutBox
+from workers.engines.settings import DeploymentSettings
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,18 @@ class PaddleLayoutConfig:
     batch_size: int = 8
     threshold: float = 0.3
     layout_nms: bool = True
+
+    @classmethod
+    def from_settings(cls, s: DeploymentSettings) -> PaddleLayoutConfig:
+        return cls(
+            **s.pick(
+                model_dir="OCR_PADDLE_MODEL_DIR",
+                model="OCR_PADDLE_MODEL",
+                device="OCR_PADDLE_DEVICE",
+                batch_size="OCR_PADDLE_BATCH",
+                threshold="OCR_PADDLE_THRESHOLD",
+            )
+        )
 
 
 def boxes_from_result(result: Any) -> list[LayoutBox]:

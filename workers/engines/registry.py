@@ -1,9 +1,12 @@
 """Which engines a job runs, and building them from frozen configs, once per worker process.
 
-``EngineSettings`` is the deployment's engine configuration (built from Django settings by
-``workers.engine_setup``; nothing here imports Django). ``for_job`` resolves a job's ``engine``
+``EngineSettings`` is the deployment's engine choice (a layout part and a recogniser part) and
+its settings, frozen (``workers.engines.settings.DeploymentSettings``, built from Django settings
+by ``workers.engine_setup``; nothing here imports Django). ``for_job`` resolves a job's ``engine``
 choice through the catalogue (``ocrsite.catalogue``) to the layout and recogniser parts it runs;
-each part is built by the adapter the catalogue names, lazily and once per distinct config.
+each part is built by the adapter the catalogue names, lazily and once per distinct config, and
+each adapter builds its engine's config from the settings with that engine's own
+``from_settings``: nothing here knows an engine's options.
 
 The built-in parts' adapters are the ``build_*`` functions below rather than functions in each
 engine's module: they share instances across parts (the CPU recogniser inside the mixed one, one
@@ -19,15 +22,12 @@ from functools import lru_cache
 
 from ocrsite import catalogue
 from ocrsite.vocabulary import ErrorCode
+from workers.engines import mixed
 from workers.engines.base import EngineError, LayoutEngine, Recognizer
-from workers.engines.cpu import (
-    CpuLayoutConfig,
-    CpuRecognizerConfig,
-    RapidLayoutEngine,
-    RapidOcrRecognizer,
-)
-from workers.engines.mixed import MixedRecognizer
+from workers.engines.cpu import CpuRecognizerConfig, RapidLayoutEngine, RapidOcrRecognizer
+from workers.engines.cpu import settings as cpu_settings
 from workers.engines.paddle import PaddleLayoutConfig, PaddleLayoutEngine
+from workers.engines.settings import DeploymentSettings
 from workers.engines.vllm import VllmConfig, VllmRecognizer
 
 
@@ -37,15 +37,8 @@ class EngineSettings:
     # model finds its own regions).
     layout: str | None = "cpu"
     recognizer: str = "cpu"
-    cpu_layout: CpuLayoutConfig = field(default_factory=CpuLayoutConfig)
-    cpu_recognizer: CpuRecognizerConfig = field(default_factory=CpuRecognizerConfig)
-    paddle: PaddleLayoutConfig = field(default_factory=PaddleLayoutConfig)
-    vllm: VllmConfig = field(default_factory=VllmConfig)
-    vllm_page_profile: str = "deepseek-ocr"
-    vllm_page_base_url: str = ""  # empty: the region server's (VLLM_BASE_URL)
-    vllm_page_model: str = ""  # empty: the page profile's model
-    # With recognizer "vllm": only these labels go to the VLM, the rest to the CPU pass.
-    vllm_labels: tuple[str, ...] = ()
+    # What each part's adapter builds its engine's config from (its ``from_settings``).
+    settings: DeploymentSettings = field(default_factory=DeploymentSettings)
 
     @property
     def needs_layout(self) -> bool:
@@ -108,33 +101,28 @@ def _adapter(path: str) -> Callable[[EngineSettings], LayoutEngine | Recognizer]
 
 
 def build_rapid_layout(config: EngineSettings) -> LayoutEngine:
-    return RapidLayoutEngine(config.cpu_layout)
+    return RapidLayoutEngine(cpu_settings.layout_from_settings(config.settings))
 
 
 def build_paddle_layout(config: EngineSettings) -> LayoutEngine:
-    return PaddleLayoutEngine(config.paddle)
+    return PaddleLayoutEngine(PaddleLayoutConfig.from_settings(config.settings))
 
 
 def build_rapidocr(config: EngineSettings) -> Recognizer:
-    return _cpu_recognizer(config.cpu_recognizer)
+    return _cpu_recognizer(cpu_settings.recognizer_from_settings(config.settings))
 
 
 def build_region_vlm(config: EngineSettings) -> Recognizer:
-    vlm = _vllm(config.vllm)
-    if config.vllm_labels:
-        return MixedRecognizer(_cpu_recognizer(config.cpu_recognizer), vlm, config.vllm_labels)
+    vlm = _vllm(VllmConfig.from_settings(config.settings))
+    # With OCR_VLLM_LABELS only those labels go to the VLM, the rest to the CPU pass.
+    if labels := mixed.labels_from_settings(config.settings):
+        cpu = _cpu_recognizer(cpu_settings.recognizer_from_settings(config.settings))
+        return mixed.MixedRecognizer(cpu, vlm, labels)
     return vlm
 
 
 def build_page_vlm(config: EngineSettings) -> Recognizer:
-    return _vllm(
-        replace(
-            config.vllm,
-            profile=config.vllm_page_profile,
-            model=config.vllm_page_model,
-            base_url=config.vllm_page_base_url or config.vllm.base_url,
-        )
-    )
+    return _vllm(VllmConfig.page_from_settings(config.settings))
 
 
 # One instance per distinct config: a vLLM client holds a connection pool and an event loop, and

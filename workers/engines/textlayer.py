@@ -11,6 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ocrsite.vocabulary import PageFlag
 from workers.content import conservation, tables
 from workers.content.order import reading_order
 from workers.engines.base import LayoutBox, RegionText, TextLine
@@ -66,11 +67,11 @@ class TextLayerPage:
 
 
 # A table whose grid would drop or repeat a word of the page is given back as plain text.
-FLAG_TABLE_AS_TEXT = "conservation:table-as-text"
+FLAG_TABLE_AS_TEXT = str(PageFlag.CONSERVATION_TABLE_AS_TEXT)
 # Blocks and tables together still lost words: the page's words in reading order, one region a block.
-FLAG_PAGE_AS_TEXT = "conservation:page-as-text"
+FLAG_PAGE_AS_TEXT = str(PageFlag.CONSERVATION_PAGE_AS_TEXT)
 # Even the page's own words could not be matched (a text layer PyMuPDF splits two ways).
-FLAG_WORDS_LOST = "conservation:words-lost"
+FLAG_WORDS_LOST = str(PageFlag.CONSERVATION_WORDS_LOST)
 
 
 def extract(page: pymupdf.Page, dpi: int, config: TextLayerConfig) -> list[tuple[LayoutBox, RegionText]]:

@@ -5,11 +5,22 @@ Guarantees:
   ``recognize`` at once (one event loop and one semaphore per process), and the HTTP pool holds
   exactly that many connections, so no request waits for a socket and none are opened beyond it.
   Keep the bound near vLLM's ``max-num-seqs`` so continuous batching stays full.
-- Connection errors, timeouts, 429 and 5xx are retried with exponential backoff and full jitter,
-  each attempt under a total deadline (a slow trickle of bytes cannot hold a slot forever).
-  A region that exhausts its budget fails alone with a stable code (``vllm:timeout``,
-  ``vllm:unavailable``, ``vllm:rate-limited``, ``vllm:server-error``, ``vllm:bad-request``);
-  when every region of the page failed transiently the page raises a retryable EngineError.
+- Overload is not failure: 429, 503 and connection refused (a busy, restarting or scaled-to-zero
+  server) are retried with backoff (the server's ``Retry-After`` when it sends one) and spend
+  none of the ``retries`` budget, for up to ``overload_deadline_s`` from the first; past it the
+  region fails with ``vllm:overloaded`` (a page whose every region did fails with it, without
+  spending a page attempt on each 429). Other connection errors, timeouts and 5xx are retried
+  ``retries`` times with exponential backoff and full jitter, each attempt under a total deadline
+  (a slow trickle of bytes cannot hold a slot forever). A region that exhausts its budget fails
+  alone with a stable code (``vllm:timeout``, ``vllm:unavailable``, ``vllm:server-error``,
+  ``vllm:bad-request``); when every region of the page failed transiently the page raises a
+  retryable EngineError.
+- With ``global_max_in_flight`` set, every request also holds one of that many slots shared by all
+  workers on the endpoint (``endpoint_slots``, a Redis lease), so scaling the tier out never
+  sends vLLM more than it batches; waiting for a slot is overload too (same deadline).
+- ``stopping`` (the worker's shutdown flag) ends every wait at once, backoff or slot: the page
+  raises ``worker:draining`` and the stage hands it back to its queue. Requests already at the
+  server are left to finish (each within ``timeout_s``).
 - ``cancelled`` (a callable from the pipeline) is polled while requests are in flight; when it
   says so, the page's requests are cancelled, which closes their HTTP connections, and vLLM
   aborts those sequences on disconnect.
@@ -29,17 +40,19 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
-from ocrsite.backoff import Backoff
+from ocrsite.backoff import backoff_s
 from ocrsite.vocabulary import ErrorCode
 from workers.content import tables
 from workers.engines import profiles, vlm_output
 from workers.engines.base import NOT_READ_TASKS, EngineError, LayoutBox, Recognition, RegionText
+from workers.engines.endpoint_slots import Drained, EndpointSlots, NoSlot
+from workers.engines.settings import DeploymentSettings
 
 if TYPE_CHECKING:
     import httpx2
@@ -63,6 +76,47 @@ class VllmConfig:
     max_tokens: int = 0  # 0 or above the profile's ceiling (profiles.token_ceiling): the ceiling
     cancel_poll_s: float = 0.5
     crop_padding: int = 4
+    # 429 / 503 / connection refused / no free shared slot, waited out for this long per page.
+    overload_deadline_s: float = 900.0
+    # Requests in flight to this endpoint from all workers together (0: no shared cap), counted in
+    # Redis at slots_url.
+    global_max_in_flight: int = 0
+    slots_url: str = ""
+    # The worker's shutdown flag: true once it should hand its pages back rather than wait.
+    stopping: Callable[[], bool] = field(default=lambda: False, compare=False)
+
+    @classmethod
+    def from_settings(cls, s: DeploymentSettings) -> VllmConfig:
+        """The region recogniser's server (VLLM_*)."""
+        return cls(
+            **s.pick(
+                base_url="VLLM_BASE_URL",
+                profile="VLLM_PROFILE",
+                model="VLLM_MODEL",
+                api_key="VLLM_API_KEY",
+                max_in_flight="VLLM_MAX_IN_FLIGHT",
+                timeout_s="VLLM_TIMEOUT_S",
+                retries="VLLM_RETRIES",
+                backoff_s="VLLM_BACKOFF_S",
+                max_tokens="VLLM_MAX_TOKENS",
+                cancel_poll_s="VLLM_CANCEL_POLL_S",
+                overload_deadline_s="VLLM_OVERLOAD_DEADLINE_S",
+                global_max_in_flight="VLLM_GLOBAL_MAX_IN_FLIGHT",
+                slots_url="CELERY_BROKER_URL",
+            ),
+            stopping=s.stopping,
+        )
+
+    @classmethod
+    def page_from_settings(cls, s: DeploymentSettings) -> VllmConfig:
+        """The one-stage page model's (VLLM_PAGE_*): the region server's unless set apart."""
+        region = cls.from_settings(s)
+        return replace(
+            region,
+            profile=s.get("VLLM_PAGE_PROFILE", "deepseek-ocr"),
+            model=s.get("VLLM_PAGE_MODEL", ""),
+            base_url=s.get("VLLM_PAGE_BASE_URL", "") or region.base_url,
+        )
 
 
 @dataclass(frozen=True)
@@ -80,6 +134,7 @@ class _Answer:
     latency_ms: int = 0
     error: tuple[str, str] | None = None
     transient: bool = False
+    handback: bool = False  # the worker is stopping: this region was not read, hand the page back
 
 
 @dataclass
@@ -95,6 +150,16 @@ class _Retryable(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = str(code)  # a plain string from here on: it is stored, logged and serialized
+
+
+class _Overloaded(_Retryable):
+    """The server said busy (429, 503), refused the connection, or no shared slot came free:
+    nothing was read, nothing is wrong with the request; wait, and spend no retry on it."""
+
+    def __init__(self, code: str, message: str, retry_after: float | None = None, *, pause: bool = True) -> None:
+        super().__init__(code, message)
+        self.retry_after = retry_after
+        self.pause = pause  # False when the wait itself already took the time (a shared slot)
 
 
 class VllmRecognizer:
@@ -119,14 +184,18 @@ class VllmRecognizer:
         # A configured VLLM_MAX_TOKENS above the ceiling would make vLLM refuse every request.
         ceiling = profiles.token_ceiling(config.profile)
         self.max_tokens = min(config.max_tokens or ceiling, ceiling)
-        # Full jitter: spreads a burst of retries so they do not land together.
-        self._backoff = Backoff(config.backoff_s, config.backoff_max_s)
         self.in_flight = 0
         self.peak_in_flight = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-dispatch", daemon=True)
         self._thread.start()
         self._shards, self._slots = asyncio.run_coroutine_threadsafe(self._setup(), self._loop).result()
+        self._endpoint = None
+        if config.global_max_in_flight > 0 and config.slots_url:
+            # A lease outlives the longest attempt, so only a dead holder's slot ever expires.
+            self._endpoint = EndpointSlots(
+                config.slots_url, config.base_url, config.global_max_in_flight, lease_s=config.timeout_s + 30
+            )
 
     async def _setup(self) -> tuple[list[_Shard], asyncio.Semaphore]:
         """Clients whose pools add up to the bound. httpcore scans its whole pool for every
@@ -162,6 +231,8 @@ class VllmRecognizer:
         async def close_all() -> None:
             for shard in self._shards:
                 await shard.client.close()
+            if self._endpoint is not None:
+                await self._endpoint.close()
 
         asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(timeout=5)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -186,6 +257,7 @@ class VllmRecognizer:
                 continue
             calls.append(_Call(i, task, prompt, self._data_uri(crop)))
         answers = self._run(calls, cancelled)
+        self._raise_if_not_read(answers)
         texts = [RegionText("", flags=("not-sent",)) for _ in regions]
         for call, answer in zip(calls, answers, strict=True):
             texts[call.index] = self._region_text(call.task, answer)
@@ -198,6 +270,7 @@ class VllmRecognizer:
         """One-stage: the whole page in one request; grounded blocks become regions (``extra``)."""
         call = _Call(-1, "page", self.profile["page_prompt"], self._data_uri(image))
         (answer,) = self._run([call], cancelled)
+        self._raise_if_not_read([answer])
         self._raise_if_all_transient([answer])
         if answer.error:
             raise EngineError(answer.error[0], answer.error[1], permanent=True)
@@ -259,21 +332,69 @@ class VllmRecognizer:
 
         cfg = self.config
         last: tuple[str, str] = (ErrorCode.VLLM_UNAVAILABLE, "no attempt made")
-        for attempt in range(cfg.retries + 1):
-            if attempt:
-                await asyncio.sleep(self._backoff(attempt))
+        failures = 0  # what counts against ``retries``: not overload
+        overloads = 0
+        busy_since: float | None = None
+        while True:
             try:
                 async with self._slots:
-                    return await self._attempt(call)
+                    return await self._with_endpoint_slot(call, busy_since)
+            except Drained:
+                return _Answer(error=(ErrorCode.WORKER_DRAINING, "the worker is stopping"), handback=True)
+            except _Overloaded as exc:
+                now = time.monotonic()
+                busy_since = busy_since or now
+                if now - busy_since >= cfg.overload_deadline_s:
+                    return _Answer(
+                        error=(ErrorCode.VLLM_OVERLOADED, f"{exc} for {cfg.overload_deadline_s:.0f}s"),
+                    )
+                overloads += 1
+                wait = backoff_s(overloads, cfg.backoff_s, cfg.backoff_max_s) if exc.pause else 0.0
+                if exc.retry_after is not None:
+                    wait = min(max(wait, exc.retry_after), cfg.backoff_max_s)
             except _Retryable as exc:
                 last = (exc.code, str(exc))
+                failures += 1
+                if failures > cfg.retries:
+                    return _Answer(error=(last[0], f"{last[1]} (after {failures} attempts)"), transient=True)
+                wait = backoff_s(failures, cfg.backoff_s, cfg.backoff_max_s)
             except openai.APIStatusError as exc:
                 # 4xx other than 429: the request itself is wrong (image too large, bad model
                 # name); the same bytes will fail again.
                 return _Answer(error=(ErrorCode.VLLM_BAD_REQUEST, f"HTTP {exc.status_code}: {_short(exc)}"))
-        return _Answer(error=(last[0], f"{last[1]} (after {cfg.retries + 1} attempts)"), transient=True)
+            if not await self._pause(wait):
+                return _Answer(error=(ErrorCode.WORKER_DRAINING, "the worker is stopping"), handback=True)
+
+    async def _with_endpoint_slot(self, call: _Call, busy_since: float | None) -> _Answer:
+        if self.config.stopping():
+            raise Drained
+        if self._endpoint is None:
+            return await self._attempt(call)
+        # A short wait per round: the overload deadline, counted by the caller, bounds the total.
+        try:
+            token = await self._endpoint.acquire(
+                wait_s=min(5.0, self.config.overload_deadline_s), stopping=self.config.stopping
+            )
+        except NoSlot as exc:
+            raise _Overloaded(ErrorCode.VLLM_OVERLOADED, str(exc), pause=False) from exc
+        except OSError as exc:  # Redis unreachable: the cap cannot be counted; wait, as for a busy server
+            raise _Overloaded(ErrorCode.VLLM_OVERLOADED, f"in-flight cap unavailable: {exc}") from exc
+        try:
+            return await self._attempt(call)
+        finally:
+            await asyncio.shield(self._endpoint.release(token))
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep, waking early (False) when the worker starts stopping."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if self.config.stopping():
+                return False
+            await asyncio.sleep(min(left, 0.25))
+        return not self.config.stopping()
 
     async def _attempt(self, call: _Call) -> _Answer:
+        import httpx2
         import openai
 
         self.in_flight += 1
@@ -284,10 +405,15 @@ class VllmRecognizer:
         except (TimeoutError, openai.APITimeoutError) as exc:
             raise _Retryable(ErrorCode.VLLM_TIMEOUT, f"no answer within {self.config.timeout_s}s") from exc
         except openai.APIConnectionError as exc:
+            if isinstance(exc.__cause__, httpx2.ConnectError):
+                # Nothing listens (restarting, rescheduled, scaled to zero): nothing was sent.
+                raise _Overloaded(ErrorCode.VLLM_UNAVAILABLE, f"cannot reach {self.config.base_url}: {exc}") from exc
             raise _Retryable(ErrorCode.VLLM_UNAVAILABLE, f"cannot reach {self.config.base_url}: {exc}") from exc
-        except openai.RateLimitError as exc:
-            raise _Retryable(ErrorCode.VLLM_RATE_LIMITED, "HTTP 429") from exc
         except openai.APIStatusError as exc:
+            if exc.status_code in (429, 503):
+                raise _Overloaded(
+                    ErrorCode.VLLM_RATE_LIMITED, f"HTTP {exc.status_code}", _retry_after(exc.response)
+                ) from exc
             if exc.status_code >= 500:
                 raise _Retryable(ErrorCode.VLLM_SERVER_ERROR, f"HTTP {exc.status_code}") from exc
             raise
@@ -343,6 +469,15 @@ class VllmRecognizer:
             text, flags=tuple(flags), latency_ms=answer.latency_ms, table=tables.to_dict(grid) if grid else None
         )
 
+    def _raise_if_not_read(self, answers: Sequence[_Answer]) -> None:
+        """The worker is stopping: hand the page back whole (its regions read so far are read
+        again by the next worker; keeping half a page would need a partial write). A page whose
+        every region waited out the overload deadline fails with ``vllm:overloaded``."""
+        if any(a.handback for a in answers):
+            raise EngineError(ErrorCode.WORKER_DRAINING, "the worker is stopping; page handed back", permanent=False)
+        if answers and all(a.error and a.error[0] == ErrorCode.VLLM_OVERLOADED for a in answers):
+            raise EngineError(ErrorCode.VLLM_OVERLOADED, answers[0].error[1], permanent=True)
+
     def _raise_if_all_transient(self, answers: Sequence[_Answer]) -> None:
         """Every region failing transiently means the server is down or drowning: retry the page
         later (the task's backoff) instead of storing a page of failed regions."""
@@ -396,6 +531,14 @@ def _fit(image: np.ndarray, max_side: int) -> np.ndarray:
     if scale >= 1:
         return image
     return cv2.resize(image, (max(1, int(w * scale)), max(1, int(h * scale))), interpolation=cv2.INTER_AREA)
+
+
+def _retry_after(response: httpx2.Response) -> float | None:
+    """Seconds from a ``Retry-After`` header in seconds (vLLM's and most proxies' form)."""
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "")))
+    except ValueError:
+        return None
 
 
 def _short(exc: openai.APIStatusError) -> str:

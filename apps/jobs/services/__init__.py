@@ -2,10 +2,13 @@
 
 By concern, one module each:
 
-- ``intake``: ``submit`` probes, stores and queues a document (``idempotency``: a retried
-  submission gets its first job back);
+- ``creation``: ``create_job``, the one path from a probed document to a queued job, whatever
+  way it came (``idempotency``: a retried submission gets its first job back);
+- ``intake``: ``submit`` probes a document sent with the request and makes its job (direct
+  uploads to storage are ``apps.jobs.direct_uploads``);
 - ``transitions``: the pipeline's status moves, each a compare-and-set (claims, releases, a page's
-  finish that counts it on the job and, for its last page, sends assembly), and the signals sent
+  finish that counts it on the job and, for its last page, sends assembly), the attempts counted
+  on rows (a page's by its claims, a job-wide stage's by ``claim_attempt``), and the signals sent
   when a page or a job ends;
 - ``actions``: what an operator does to a job (cancel, retry, rerun, purge);
 - ``retention``: the scheduled purge of finished jobs past retention;
@@ -20,21 +23,15 @@ operator actions enqueue by task name. Callers use the names below (``services.s
 from __future__ import annotations
 
 from apps.jobs.services.actions import cancel, purge, rerun, reset_pages, retry
+from apps.jobs.services.creation import Admit, JobRequest, Source, create_job, select_pages, send_ingest
 from apps.jobs.services.idempotency import IdempotencyConflict, idempotent_job
-from apps.jobs.services.intake import (
-    Limits,
-    Upload,
-    clean_filename,
-    default_limits,
-    select_pages,
-    send_ingest,
-    submit,
-)
+from apps.jobs.services.intake import Limits, Upload, clean_filename, default_limits, submit
 from apps.jobs.services.retention import RETENTION_ACTOR, Purged, purge_expired
 from apps.jobs.services.storage import save_bytes
 from apps.jobs.services.timeline import WORKER, record
 from apps.jobs.services.transitions import (
     PageFinished,
+    claim_attempt,
     claim_pages,
     fail_job,
     finish_job,
@@ -45,19 +42,25 @@ from apps.jobs.services.transitions import (
     page_finished,
     release_pages,
     start_job,
+    within_attempts,
 )
 
 __all__ = [
     "RETENTION_ACTOR",
     "WORKER",
+    "Admit",
     "IdempotencyConflict",
+    "JobRequest",
     "Limits",
     "PageFinished",
     "Purged",
+    "Source",
     "Upload",
     "cancel",
+    "claim_attempt",
     "claim_pages",
     "clean_filename",
+    "create_job",
     "default_limits",
     "fail_job",
     "finish_job",
@@ -79,4 +82,5 @@ __all__ = [
     "save_bytes",
     "start_job",
     "submit",
+    "within_attempts",
 ]

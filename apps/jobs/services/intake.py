@@ -1,27 +1,19 @@
-"""Intake: a document probed, stored and queued as a job, once (``submit``)."""
+"""Intake: a document sent with the request, probed, stored and queued as a job, once (``submit``)."""
 
 from __future__ import annotations
 
 import hashlib
-import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
-import redis
 from django.conf import settings
 from django.core.files.base import File
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
-from kombu.exceptions import OperationalError as BrokerError
 
-from apps.jobs import enqueue, page_ranges
-from apps.jobs.documents import InputError, Probe, probe
+from apps.jobs.documents import InputError, probe
 from apps.jobs.models import Job
-from apps.jobs.services.idempotency import idempotent_job
+from apps.jobs.services.creation import Admit, JobRequest, Source, create_job
 from ocrsite.vocabulary import ErrorCode
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,7 +43,7 @@ def submit(
     engine: str | None = None,
     options: dict | None = None,
     idempotency_key: str = "",
-    admit: Callable[[Probe], Callable[[], None] | None] | None = None,
+    admit: Admit | None = None,
     limits: Limits | None = None,
 ) -> Job:
     """Probe, store and queue a document. Raises ``InputError`` for anything we refuse.
@@ -71,58 +63,23 @@ def submit(
     for chunk in iter(lambda: upload.stream.read(1 << 20), b""):
         digest.update(chunk)
     upload.stream.seek(0)
-    if idempotency_key and (earlier := idempotent_job(tenant, idempotency_key, digest.hexdigest())):
-        return earlier
-    found = select_pages(found, options)
-    undo = admit(found) if admit else None
+    source = Received(clean_filename(upload.filename), digest.hexdigest(), upload.size, found, upload.stream)
+    request = JobRequest(owner=owner, tenant=tenant, engine=engine, options=options, idempotency_key=idempotency_key)
+    return create_job(request, source, admit=admit)
 
-    job = Job(
-        owner=owner,
-        tenant=tenant,
-        engine=engine or settings.OCR_ENGINE,
-        options=options or {},
-        idempotency_key=idempotency_key,
-        filename=clean_filename(upload.filename),
-        kind=found.kind,
-        sha256=digest.hexdigest(),
-        size_bytes=upload.size,
-        page_count=found.page_count,
-    )
-    # The stored name is ours: the client's filename never reaches a path.
-    job.source.save(f"{job.pk}.{found.kind}", File(upload.stream), save=False)
-    try:
-        with transaction.atomic():
-            job.save()
-            transaction.on_commit(lambda: send_ingest(job.pk))
-    except IntegrityError:
-        # Only the (tenant, idempotency_key) constraint can fail here: a concurrent request with
-        # the same key inserted first. Its job is the answer; ours leaves nothing behind.
+
+@dataclass(frozen=True)
+class Received(Source):
+    """Bytes that came with the request: stored under a name of ours when the job is made."""
+
+    stream: BinaryIO
+
+    def attach(self, job: Job) -> None:
+        # The stored name is ours: the client's filename never reaches a path.
+        job.source.save(f"{job.pk}.{job.kind}", File(self.stream), save=False)
+
+    def release(self, job: Job) -> None:
         default_storage.delete(job.source.name)
-        if undo:
-            undo()
-        if idempotency_key and (earlier := idempotent_job(tenant, idempotency_key, job.sha256)):
-            return earlier
-        raise
-    log.info("job submitted", extra={"job_id": str(job.pk), "pages": found.page_count})
-    return job
-
-
-def select_pages(found: Probe, options: dict | None) -> Probe:
-    """The probe narrowed to the job's ``pages`` option: page_count becomes the pages to do."""
-    spec = (options or {}).get("pages")
-    if not spec:
-        return found
-    return Probe(kind=found.kind, page_count=len(page_ranges.select(spec, found.page_count)))
-
-
-def send_ingest(job_id) -> None:
-    """After the commit the job is accepted for good: a broker that fails now must not turn the
-    answer into an error. The queued row is the record; the sweep sends its ingest once the row
-    is OCR_STALE_AFTER old."""
-    try:
-        enqueue.ingest(job_id)
-    except (BrokerError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        log.warning("job accepted but its ingest could not be sent (%s); the sweep will send it", exc)
 
 
 def clean_filename(name: str) -> str:

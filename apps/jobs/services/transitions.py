@@ -8,11 +8,13 @@ racing a sweep, cannot double-count or double-finish.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -82,13 +84,15 @@ def claim_pages(page_ids: Iterable[int], move: PageMove) -> list[int]:
     return won
 
 
-def release_pages(page_ids: Iterable[int], claimed: PageStatus) -> list[int]:
-    """Hand claimed pages back to waiting; returns the ids that were still claimed."""
+def release_pages(page_ids: Iterable[int], claimed: PageStatus, *, refund: bool = False) -> list[int]:
+    """Hand claimed pages back to waiting; returns the ids that were still claimed. ``refund``
+    gives back the attempt the claim counted: the worker stopped before it tried (a shutdown)."""
     move = RELEASE[claimed]
     ids = list(page_ids)
+    fields = {"attempts": Greatest(F("attempts") - 1, 0)} if refund else {}
     with transaction.atomic():
         back = list(Page.objects.select_for_update().filter(pk__in=ids, status=move.frm).values_list("pk", flat=True))
-        Page.objects.filter(pk__in=back).update(status=move.to, updated_at=timezone.now())
+        Page.objects.filter(pk__in=back).update(status=move.to, updated_at=timezone.now(), **fields)
     return back
 
 
@@ -168,3 +172,42 @@ def _fail_from_pages(job_id) -> None:
         first.error_code or ErrorCode.PAGE_FAILED,
         f"{failed.count()} page(s) failed ({pages}): {first.error_message}",
     )
+
+
+# --- deliveries of the job-wide stages ------------------------------------------------------------
+# A worker can die in ingest or assembly (the pod's memory limit, a hard time limit, a crash in a
+# library): the message comes back (acks_late + reject_on_worker_lost) and would come back forever.
+# So each delivery claims an attempt on the job row by compare-and-set, as page stages do on
+# theirs (``claim_pages``), and the delivery (or the sweep) that finds them spent fails the job
+# with ``job:stalled``.
+
+# The job's attempt counter for each job-wide stage.
+STAGE_ATTEMPTS = {"ingest": "ingest_attempts", "assembly": "assembly_attempts"}
+
+
+def max_attempts() -> int:
+    return max(1, settings.OCR_MAX_ATTEMPTS)
+
+
+def claim_attempt(job_id, stage: str) -> bool:
+    """Count one more delivery of ``stage`` on the job; False, with the job failed, once spent."""
+    field = STAGE_ATTEMPTS[stage]
+    cap = max_attempts()
+    if Job.objects.filter(pk=job_id, **{f"{field}__lt": cap}).update(**{field: F(field) + 1}):
+        return True
+    fail_stalled(job_id, stage)
+    return False
+
+
+def within_attempts(job_ids: Sequence, stage: str) -> list:
+    """The jobs of ``job_ids`` that may have ``stage`` again; the others are failed as stalled."""
+    field = STAGE_ATTEMPTS[stage]
+    spent = set(Job.objects.filter(pk__in=job_ids, **{f"{field}__gte": max_attempts()}).values_list("pk", flat=True))
+    for job_id in spent:
+        fail_stalled(job_id, stage)
+    return [job_id for job_id in job_ids if job_id not in spent]
+
+
+def fail_stalled(job_id, stage: str) -> None:
+    cap = max_attempts()
+    fail_job(job_id, ErrorCode.JOB_STALLED, f"{stage} did not finish in {cap} attempts (each died or hung)")

@@ -36,8 +36,15 @@ gcloud container node-pools create gpu-a100 --project "$PROJECT" --cluster "$CLU
   --disk-size 200 \
   --enable-autoscaling --min-nodes 0 --max-nodes 2 --workload-metadata GKE_METADATA
 
+# Third-party images (redis, rclone) through an Artifact Registry remote repository for Docker Hub
+# (the overlay names them $REGION-docker.pkg.dev/$PROJECT/docker-hub/<repo>), not anonymously from
+# Docker Hub behind one NAT address. Nodes read it with their default Artifact Registry access.
+gcloud artifacts repositories create docker-hub --project "$PROJECT" --location "$REGION" \
+  --repository-format docker --mode remote-repository --remote-docker-repo DOCKER-HUB \
+  --description "Docker Hub cache for third-party images"
+
 # Private nodes have no external addresses: without Cloud NAT they reach only Google APIs (Private
-# Google Access) and cannot pull docker.io/redis or docker.io/rclone/rclone (k8s/base). NAT for
+# Google Access): webhooks to receivers on the internet need NAT (images do not any more). NAT for
 # every subnet range of the cluster's network in its region (tests/test_k8s.py checks it exists
 # whenever an image of the gke overlay is outside Artifact Registry).
 gcloud compute routers create "$CLUSTER-nat" --project "$PROJECT" --network default --region "$REGION"

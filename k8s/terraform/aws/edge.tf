@@ -44,11 +44,9 @@ resource "aws_apigatewayv2_integration" "web" {
   connection_type    = "VPC_LINK"
   connection_id      = aws_apigatewayv2_vpc_link.web.id
   integration_uri    = var.nlb_listener_arn
-  # TLS ends here: tell Django (DJANGO_TRUSTED_PROXY_COUNT=1) the client spoke HTTPS, or
-  # DJANGO_SECURE would redirect every API call.
-  request_parameters = {
-    "overwrite:header.X-Forwarded-Proto" = "https"
-  }
+  # TLS ends here. HTTP APIs reserve X-Forwarded-* (a mapping of them is ignored) and send the
+  # client's address and scheme as RFC 7239 `Forwarded: by=…;for=…;host=…;proto=https`: the EKS
+  # overlay sets DJANGO_PROXY_HEADERS=forwarded, so Django reads that header from this one hop.
 }
 
 resource "aws_apigatewayv2_route" "api" {

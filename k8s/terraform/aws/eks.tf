@@ -26,6 +26,10 @@ resource "aws_eks_cluster" "main" {
 # tests/test_k8s.py checks every pod's requests against the allocatable of its group's instance
 # type (tests/k8s_manifests.py MACHINES: capacity less AL2023's kube-reserved and eviction
 # threshold) and the root volume against the images each group pulls.
+# GPU groups also carry k8s.amazonaws.com/accelerator, the label the cluster autoscaler's AWS
+# provider reads to know a node has a GPU: without it, a new node whose device plugin has not yet
+# advertised nvidia.com/gpu looks like a node that cannot run the pending pod, and the autoscaler
+# starts a second one while the first boots.
 locals {
   node_groups = {
     # Add-ons (CoreDNS, KEDA, the LB controller, Prometheus): small and untainted.
@@ -35,11 +39,11 @@ locals {
     # Layout: T4 16 GB. The AL2023 NVIDIA AMI ships the driver and container toolkit, not the
     # device plugin: the label is what the NVIDIA device plugin chart's default node affinity
     # selects (k8s/addons/nvidia-device-plugin-eks.yaml).
-    gpu-t4 = { instance_types = ["g4dn.xlarge"], ami_type = "AL2023_x86_64_NVIDIA", min = 0, max = 4, desired = 0, taint = "t4", disk_gb = 100, labels = { "nvidia.com/gpu.present" = "true" } }
+    gpu-t4 = { instance_types = ["g4dn.xlarge"], ami_type = "AL2023_x86_64_NVIDIA", min = 0, max = 4, desired = 0, taint = "t4", disk_gb = 100, labels = { "nvidia.com/gpu.present" = "true", "k8s.amazonaws.com/accelerator" = "nvidia-tesla-t4" } }
     # VLM: L40S 48 GB (p4d A100s ship only as 8-GPU nodes and are scarce); the overlay serves
     # the 48 GB profile. g6e.2xlarge, not .xlarge: vLLM requests 4 CPU / 32 GiB, which a
     # 4 vCPU / 32 GiB node cannot allocate. 150 GiB root: the vLLM image is ~28 GB unpacked.
-    gpu-l40s = { instance_types = ["g6e.2xlarge"], ami_type = "AL2023_x86_64_NVIDIA", min = 0, max = 2, desired = 0, taint = "l40s", disk_gb = 150, labels = { "nvidia.com/gpu.present" = "true" } }
+    gpu-l40s = { instance_types = ["g6e.2xlarge"], ami_type = "AL2023_x86_64_NVIDIA", min = 0, max = 2, desired = 0, taint = "l40s", disk_gb = 150, labels = { "nvidia.com/gpu.present" = "true", "k8s.amazonaws.com/accelerator" = "nvidia-l40s" } }
   }
 }
 

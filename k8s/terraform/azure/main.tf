@@ -261,6 +261,17 @@ resource "azurerm_container_registry" "main" {
   retention_policy_in_days      = 7
 }
 
+# Third-party images (redis, rclone) through the registry's cache rules, not anonymously from Docker
+# Hub behind the cluster's one egress address: the AKS overlay names them
+# ocrplatform.azurecr.io/hub/<repo>, cached on first pull (tests/test_k8s.py matches the two).
+resource "azurerm_container_registry_cache_rule" "docker_hub" {
+  for_each              = { redis = "library/redis", rclone = "rclone/rclone" }
+  name                  = "hub-${each.key}"
+  container_registry_id = azurerm_container_registry.main.id
+  source_repo           = "docker.io/${each.value}"
+  target_repo           = "hub/${each.value}"
+}
+
 resource "azurerm_role_assignment" "aks_pull" {
   scope                = azurerm_container_registry.main.id
   role_definition_name = "AcrPull"

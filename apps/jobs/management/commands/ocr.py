@@ -6,20 +6,18 @@ configured database (SQLite by default) and storage (local files by default).
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
 from django.conf import settings
 from django.core.files.storage import default_storage
-from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from apps.jobs import services
+from apps.jobs import embedded, services
 from apps.jobs.documents import InputError
 from apps.jobs.models import Job
-from ocrsite.celery import app as celery_app
+from ocrsite import catalogue
 from ocrsite.memory import return_large_buffers
 
 
@@ -33,7 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("file", type=Path)
         parser.add_argument("--json", action="store_true", help="print the JSON result instead of Markdown")
         parser.add_argument("--out", type=Path, help="write the result to this file instead of stdout")
-        parser.add_argument("--engine", choices=[e.value for e in Job.Engine], help="engine profile for this job")
+        parser.add_argument("--engine", choices=catalogue.job_engine_choices(), help="engine profile for this job")
         parser.add_argument("--force-ocr", action="store_true", help="OCR pages even when they have a text layer")
         parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
@@ -44,15 +42,7 @@ class Command(BaseCommand):
         # Before any engine loads: the embedded path runs on laptops, where peak memory matters
         # (this also builds the engines memory-first: workers.engine_setup.deployment).
         return_large_buffers(settings.OCR_CLI_MMAP_THRESHOLD)
-        call_command("migrate", verbosity=0, interactive=False)
-        # The terminal shows the document; the pipeline's INFO lines are for worker logs.
-        for name in ("celery", "apps", "workers"):
-            logging.getLogger(name).setLevel(logging.WARNING)
-        celery_app.conf.task_always_eager = True
-        celery_app.conf.task_eager_propagates = True
-        # Register the tasks in this process so enqueueing by name runs them here (eager mode);
-        # the web process never imports them and sends by name to the broker instead.
-        celery_app.loader.import_default_modules()
+        embedded.start()
 
         bar: tqdm | None = None
 
@@ -71,12 +61,8 @@ class Command(BaseCommand):
         services.page_finished.connect(on_page, weak=False)
         try:
             with path.open("rb") as fh:
-                upload = services.Upload(stream=fh, filename=path.name, size=path.stat().st_size)
-                job = services.submit(
-                    upload,
-                    tenant="cli",
-                    engine=opts["engine"],
-                    options={"ocr": "force" if opts["force_ocr"] else "auto"},
+                job = embedded.submit(
+                    fh, path.name, path.stat().st_size, engine=opts["engine"], force_ocr=opts["force_ocr"]
                 )
         except InputError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
@@ -85,7 +71,6 @@ class Command(BaseCommand):
             if bar is not None:
                 bar.close()
 
-        job.refresh_from_db()
         if job.status != Job.Status.DONE:
             raise CommandError(f"job {job.pk} {job.status}: {job.error_code} {job.error_message}")
         field = job.result_json if opts["json"] else job.result_markdown

@@ -9,7 +9,11 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django_prometheus.exports import ExportToDjangoView
 
+from apps.api.errors import ApiError, refusals
+from ocrsite.vocabulary import ErrorCode
 
+
+@refusals
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus text format. With METRICS_TOKEN set, a bearer token is required; without one,
     only loopback clients are answered, so the endpoint is never public by accident."""
@@ -18,13 +22,13 @@ def metrics(request: HttpRequest) -> HttpResponse:
         header = request.headers.get("Authorization", "")
         given = header[7:] if header.startswith("Bearer ") else ""
         if not hmac.compare_digest(given.encode(), token.encode()):
-            response = HttpResponse("metrics need a bearer token\n", status=401, content_type="text/plain")
-            response["WWW-Authenticate"] = 'Bearer realm="metrics"'
-            return response
+            raise ApiError(
+                ErrorCode.AUTH_NOT_AUTHENTICATED,
+                "metrics need a bearer token",
+                headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
+            )
     elif not _is_loopback(request.META.get("REMOTE_ADDR", "")):
-        return HttpResponse(
-            "metrics answer loopback clients only; set METRICS_TOKEN\n", status=403, content_type="text/plain"
-        )
+        raise ApiError(ErrorCode.AUTH_FORBIDDEN, "metrics answer loopback clients only; set METRICS_TOKEN")
     return ExportToDjangoView(request)
 
 
