@@ -6,7 +6,7 @@ database, the models loading, every page, the Markdown written. Two inputs:
 * a blank 200-dpi A4 page (PNG): what the CLI costs before any text is read. Goals: ≤ 2.0 CPU-s
   and ≤ 400 MB peak RSS after the first run (the first run also writes the optimised models into
   ``OCR_MODEL_CACHE_DIR`` and creates the database; it is reported apart);
-* a 4-page mixed TIFF of public pages outside the dev set (bench/data/real: a court transcript, a
+* a 4-page mixed TIFF of public pages outside the dev set (the real pages: a court transcript, a
   dense Federal Register page, a precinct bulletin's table, a UNLV magazine scan), at 200 dpi,
   against ``tesseract FILE stdout`` on the same file. Goal: ≤ 1.3x its CPU-s.
 
@@ -31,7 +31,7 @@ BLANK_CPU_GOAL = 2.0
 BLANK_RSS_GOAL_MB = 400
 TIFF_RATIO_GOAL = 1.3
 DPI = 200
-# (file under bench/data/real, page index): text, dense small print, a table, a scan.
+# (real page's file, common.real_path; page index): text, dense small print, a table, a scan.
 TIFF_PAGES = (
     ("scotus-transcript-p1.pdf", 0),
     ("federal-register-2020-17221.pdf", 0),
@@ -47,7 +47,7 @@ def _inputs(work: Path) -> tuple[Path, Path]:
     Image.new("L", (1654, 2339), 255).save(blank, dpi=(DPI, DPI))
     pages = []
     for name, index in TIFF_PAGES:
-        path = common.REAL / name
+        path = common.real_path(name)
         if path.suffix == ".tif":
             with Image.open(path) as img:
                 scale = DPI / float(img.info.get("dpi", (300, 300))[0] or 300)

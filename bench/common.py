@@ -156,10 +156,12 @@ def born_digital_pages(dpi: int = 200, files: Sequence[str] = ("multi_page.pdf",
     return out
 
 
-# Public pages outside the dev set (bench/data/real/README.md: sources, commits, licences): the
+# Public pages outside the dev set (bench/data/real/README.md: sources, commits, licences), read from
+# the evaluation corpus (bench/corpus/files) where it holds the file, else from bench/data/real: the
 # page index in each file and its group. "table": the page holds a table (pdfplumber's
 # find_tables or a table by eye); "small print": body text of 6-8 pt; "text": the rest.
 REAL = ROOT / "bench" / "data" / "real"
+CORPUS_FILES = ROOT / "bench" / "corpus" / "files"
 REAL_PAGES: tuple[tuple[str, int, str], ...] = (
     ("federal-register-2020-17221.pdf", 0, "text"),
     ("federal-register-2020-17221.pdf", 1, "text"),
@@ -186,6 +188,14 @@ REAL_PAGES: tuple[tuple[str, int, str], ...] = (
 )
 
 
+def real_path(name: str) -> Path:
+    """A real page's file: the corpus's copy (pdfplumber's PDFs, tesseract-test's UNLV scans named
+    ``unlv-…`` here) when it has one, else bench/data/real's."""
+    corpus = CORPUS_FILES / "tesseract-test" / name.removeprefix("unlv-") if name.startswith("unlv-") else None
+    corpus = corpus or CORPUS_FILES / "pdfplumber" / name
+    return corpus if corpus.exists() else REAL / name
+
+
 def real_pages(dpi: int = 200, only: set[str] | None = None) -> list[TruthPage]:
     """The real-pages set: born-digital pages rasterised at ``dpi`` (their text layer the truth) and
     two UNLV scans with their ground truth, each with its group."""
@@ -194,7 +204,7 @@ def real_pages(dpi: int = 200, only: set[str] | None = None) -> list[TruthPage]:
         label = f"{name} p{index + 1}"
         if only is not None and label not in only:
             continue
-        path = REAL / name
+        path = real_path(name)
         if path.suffix == ".tif":
             image, scan_dpi = _rgb(path)
             truth = path.with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
