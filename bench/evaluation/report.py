@@ -10,6 +10,11 @@ from pathlib import Path
 from bench.evaluation import gates
 
 TURNS = (0, 90, 180, 270)
+_TESS_MODE = {
+    "all": "every page",
+    "upright": "the upright pages (turn 0; turned ones left out for CPU)",
+    "none": "no page",
+}
 TRAIL = 0.005
 
 
@@ -119,7 +124,14 @@ def render(records: list[dict], meta: dict, verdict: gates.GateResult) -> str:
         + "`)",
         f"- ours: the embedded pipeline of `manage.py ocr` (apps.jobs.embedded), engine {meta['engine']}, "
         "each page its own job, OCR forced",
-        f"- Tesseract: {meta['tesseract'] or 'not run'} through tesserocr, PSM AUTO_OSD, the same pixels; "
+        (
+            f"- **partial run**: {meta['pages']} of the {meta['planned']} pages planned (cut short; "
+            "every figure below is over the pages that ran)"
+            if meta.get("planned", meta["pages"]) > meta["pages"]
+            else "- complete: every page planned ran"
+        ),
+        f"- Tesseract: {meta['tesseract'] or 'not run'} through tesserocr, PSM AUTO_OSD, the same pixels, "
+        f"on {_TESS_MODE.get(meta.get('tesseract_mode', 'all'), 'every page')}; "
         f"languages here: {', '.join(meta['tesseract_languages']) or '–'}",
         f"- pages: {meta['pages']} from {meta['documents']} documents; CPU: {meta['cpu_seconds']} s in all "
         f"(ours {meta['ours_cpu_seconds']} s, Tesseract {meta['tesseract_cpu_seconds']} s), "

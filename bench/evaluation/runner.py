@@ -89,7 +89,7 @@ def _clear_media(media: Path) -> None:
         shutil.rmtree(media, ignore_errors=True)
 
 
-def run_page(page: corpus.Page, settings, tess, media: Path) -> dict:
+def run_page(page: corpus.Page, settings, tess, media: Path, tesseract: str = "all") -> dict:
     from apps.jobs import embedded
     from apps.jobs.documents import InputError
     from bench.accuracy import json_text
@@ -150,7 +150,7 @@ def run_page(page: corpus.Page, settings, tess, media: Path) -> dict:
     record["text_chars"] = len(text)
 
     record["tesseract"] = None
-    if tess is not None and tess.has(doc.lang):
+    if tess is not None and tess.has(doc.lang) and (tesseract == "all" or page.variant.turn == 0):
         c0 = _cpu()
         ttext = tess.read(derived.image, doc.lang, derived.dpi if derived.meta else None)
         t = {"cpu": round(_cpu() - c0, 3), "lang": doc.lang}
@@ -172,14 +172,16 @@ def _summary_line(r: dict) -> str:
     )
 
 
-def _run_here(todo: list[corpus.Page], *, tesseract: bool, label: str = "") -> dict:
-    """Every page of ``todo`` through the embedded pipeline in this process (engines built once)."""
+def _run_here(todo: list[corpus.Page], *, tesseract: str, label: str = "", progress: Path | None = None) -> dict:
+    """Every page of ``todo`` through the embedded pipeline in this process (engines built once).
+    ``tesseract``: ``all`` pages, ``upright`` ones only (turn 0), or ``none``. With ``progress``,
+    the records so far are rewritten there after each page, so a run cut short keeps its pages."""
     workdir = Path(tempfile.mkdtemp(prefix="ocr-eval-"))
     records: list[dict] = []
     try:
         settings = _setup_django(workdir)
         tess = None
-        if tesseract:
+        if tesseract != "none":
             from bench.evaluation.tesseract import Tesseract
 
             try:
@@ -187,17 +189,24 @@ def _run_here(todo: list[corpus.Page], *, tesseract: bool, label: str = "") -> d
             except Exception as exc:  # the report says Tesseract did not run, and why
                 print(f"eval: Tesseract unavailable ({exc}); its column stays empty", file=sys.stderr)
         cpu0 = _cpu()
-        for i, page in enumerate(todo, 1):
-            record = run_page(page, settings, tess, workdir / "media")
-            records.append(record)
-            print(f"{label}[{i}/{len(todo)}] {_summary_line(record)}", file=sys.stderr, flush=True)
         out = {
             "records": records,
-            "cpu_seconds": _cpu() - cpu0,
+            "planned": len(todo),
+            "tesseract_mode": tesseract,
             "tesseract": tess.version if tess else None,
             "tesseract_languages": sorted(tess.installed) if tess else [],
             "engine": f"{settings.OCR_ENGINE} (OCR_CPU_PROFILE={settings.OCR_CPU_PROFILE}, OCR_DPI={settings.OCR_DPI})",
         }
+        for i, page in enumerate(todo, 1):
+            record = run_page(page, settings, tess, workdir / "media", tesseract)
+            records.append(record)
+            print(f"{label}[{i}/{len(todo)}] {_summary_line(record)}", file=sys.stderr, flush=True)
+            out["cpu_seconds"] = _cpu() - cpu0
+            if progress is not None:
+                tmp = progress.with_suffix(".tmp")
+                tmp.write_text(json.dumps(out, ensure_ascii=False))
+                tmp.replace(progress)
+        out["cpu_seconds"] = _cpu() - cpu0
         if tess:
             tess.close()
         return out
@@ -205,10 +214,11 @@ def _run_here(todo: list[corpus.Page], *, tesseract: bool, label: str = "") -> d
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run_shards(argv: list[str], jobs: int) -> dict:
+def _run_shards(argv: list[str], jobs: int, shard_dir: Path | None) -> dict:
     """``jobs`` processes, each running every ``jobs``-th page with its own engines and database;
     their records merged back in corpus order. Each process still builds its engines once."""
-    tmp = Path(tempfile.mkdtemp(prefix="ocr-eval-shards-"))
+    tmp = shard_dir or Path(tempfile.mkdtemp(prefix="ocr-eval-shards-"))
+    tmp.mkdir(parents=True, exist_ok=True)
     try:
         procs = [
             subprocess.Popen(
@@ -228,15 +238,23 @@ def _run_shards(argv: list[str], jobs: int) -> dict:
         codes = [proc.wait() for proc in procs]
         if any(codes):
             raise RuntimeError(f"eval: a shard failed (exit codes {codes})")
-        parts = [json.loads((tmp / f"{k}.json").read_text()) for k in range(jobs)]
+        return merge_shards(tmp)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if shard_dir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def merge_shards(folder: Path) -> dict:
+    """The shards' records in corpus order; ``partial`` when some shard had not finished its pages."""
+    parts = [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
     records = [r for part in parts for r in part["records"]]
     order = {pid: i for i, pid in enumerate(parts[0]["order"])}
     records.sort(key=lambda r: order[r["id"]])
     merged = dict(parts[0])
     merged["records"] = records
-    merged["cpu_seconds"] = sum(part["cpu_seconds"] for part in parts)
+    merged["cpu_seconds"] = sum(part.get("cpu_seconds", 0) for part in parts)
+    merged["planned"] = len(parts[0]["order"])
+    merged["jobs"] = len(parts)
     return merged
 
 
@@ -245,7 +263,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evaluation", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ci", action="store_true", help="the CI slice (each document's `ci` variants)")
     parser.add_argument("--only", default="", help="regular expression on page ids")
-    parser.add_argument("--no-tesseract", action="store_true", help="leave Tesseract out")
+    parser.add_argument("--no-tesseract", action="store_true", help="leave Tesseract out (--tesseract none)")
+    parser.add_argument(
+        "--tesseract",
+        choices=("all", "upright", "none"),
+        default="all",
+        help="which pages Tesseract reads beside ours: all, the upright ones (turn 0), none",
+    )
+    parser.add_argument("--shard-dir", type=Path, help="keep the --jobs processes' records here, page by page")
+    parser.add_argument("--merge-shards", type=Path, help="report from a --shard-dir, finished or cut short")
     parser.add_argument("--gate", action="store_true", help="exit 1 when a gate fails")
     parser.add_argument(
         "--baseline",
@@ -264,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shard-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
+    if args.no_tesseract:
+        args.tesseract = "none"
     if args.report_from:
         return _rewrite_report(args)
     docs = corpus.load()
@@ -275,20 +303,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.shard:
         k, n = (int(x) for x in args.shard.split("/"))
-        out = _run_here(todo[k::n], tesseract=not args.no_tesseract, label=f"shard {k}/{n} ")
-        out["order"] = [p.id for p in todo]
-        args.shard_out.write_text(json.dumps(out, ensure_ascii=False))
+        _run_here(todo[k::n], tesseract=args.tesseract, label=f"shard {k}/{n} ", progress=args.shard_out)
+        data = json.loads(args.shard_out.read_text())
+        data["order"] = [p.id for p in todo]
+        args.shard_out.write_text(json.dumps(data, ensure_ascii=False))
         return 0
 
     from bench import common
 
     started = dt.datetime.now(dt.UTC)
-    if args.jobs > 1:
-        child_argv = [a for a in _strip_value(argv, "--jobs") if not a.startswith("--jobs=")]
+    if args.merge_shards:
+        run = merge_shards(args.merge_shards)
+    elif args.jobs > 1:
+        child_argv = [
+            a for a in _strip_value(_strip_value(argv, "--jobs"), "--shard-dir") if not a.startswith("--jobs=")
+        ]
         child_argv = [a for a in child_argv if a not in ("--gate", "--record-baseline", "--no-report")]
-        run = _run_shards(child_argv, args.jobs)
+        run = _run_shards(child_argv, args.jobs, args.shard_dir)
     else:
-        run = _run_here(todo, tesseract=not args.no_tesseract)
+        run = _run_here(todo, tesseract=args.tesseract)
     records = run["records"]
     meta = {
         "slice": "ci" if args.ci else "full",
@@ -298,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         "commit": _commit(),
         "machine": common.machine(),
         "load_average": common.loadavg(),
-        "jobs": args.jobs,
+        "jobs": run.get("jobs", args.jobs),
+        "planned": run.get("planned", len(records)),
+        "tesseract_mode": run.get("tesseract_mode", args.tesseract),
         "cpu_seconds": round(run["cpu_seconds"], 1),
         "ours_cpu_seconds": round(sum(r["cpu"] for r in records), 1),
         "tesseract_cpu_seconds": round(sum((r["tesseract"] or {}).get("cpu", 0) for r in records), 1),
@@ -328,20 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"eval: wrote {path.relative_to(ROOT)}", file=sys.stderr)
     if args.record_baseline:
         target = args.baseline or BASELINE
-        target.write_text(
-            json.dumps(
-                {
-                    "recorded": meta["finished"],
-                    "commit": meta["commit"],
-                    "slice": meta["slice"],
-                    "tolerance": args.tolerance if args.tolerance is not None else gates.DEFAULT_TOLERANCE,
-                    "classes": gates.class_f1(records),
-                },
-                indent=1,
-                ensure_ascii=False,
-            )
-            + "\n"
-        )
+        _write_baseline(target, records, meta, args.tolerance)
         print(f"eval: baseline written to {_show(target)}", file=sys.stderr)
 
     print(
@@ -393,14 +415,30 @@ def load_baseline(path: Path) -> tuple[dict, float | None]:
 
 def _rewrite_report(args) -> int:
     """The report and gates of a recorded run, rebuilt from its JSON (after a change to the report,
-    or to check it against another baseline); the run's pages are not run again."""
+    or to check it against another baseline); the run's pages are not run again. With ``--ci`` a
+    whole-corpus run gives its CI-slice pages' report (and, with ``--record-baseline``, their
+    baseline): the same pages through the same code."""
     from bench.evaluation import report
 
     data = json.loads(args.report_from.read_text())
     records, meta = data["pages"], data["meta"]
     for r in records:  # the size classes as defined now
         r["size"] = corpus.size_class(*(int(v) for v in r["pixels"].split("x")))
+    if args.ci and meta["slice"] != "ci":
+        wanted = {p.id for p in corpus.pages(corpus.load(), ci=True)}
+        records = [r for r in records if r["id"] in wanted]
+        meta = {**meta, "slice": "ci", "derived_from": _show(args.report_from), "pages": len(records)}
+        meta["documents"] = len({r["doc"] for r in records})
+        for key, field in (("ours_cpu_seconds", "cpu"),):
+            meta[key] = round(sum(r[field] for r in records), 1)
+        meta["tesseract_cpu_seconds"] = round(sum((r["tesseract"] or {}).get("cpu", 0) for r in records), 1)
+        meta["cpu_seconds"] = round(meta["ours_cpu_seconds"] + meta["tesseract_cpu_seconds"], 1)
     ci = meta["slice"] == "ci"
+    if args.record_baseline:
+        target = args.baseline or BASELINE
+        _write_baseline(target, records, meta, args.tolerance)
+        print(f"eval: baseline written to {_show(target)}", file=sys.stderr)
+        return 0
     baseline_path = None if meta["only"] else (args.baseline or _default_baseline(ci))
     if baseline_path is not None and baseline_path.resolve() == args.report_from.resolve():
         # A run is not its own baseline: the one recorded before it is.
@@ -417,3 +455,21 @@ def _rewrite_report(args) -> int:
     for line in verdict.lines():
         print(f"eval: FAIL {line}", file=sys.stderr)
     return 1 if args.gate and not verdict.passed else 0
+
+
+def _write_baseline(target: Path, records: list[dict], meta: dict, tolerance: float | None) -> None:
+    target.write_text(
+        json.dumps(
+            {
+                "recorded": meta["finished"],
+                "commit": meta["commit"],
+                "slice": meta["slice"],
+                **({"derived_from": meta["derived_from"]} if meta.get("derived_from") else {}),
+                "tolerance": tolerance if tolerance is not None else gates.DEFAULT_TOLERANCE,
+                "classes": gates.class_f1(records),
+            },
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )

@@ -73,9 +73,14 @@ class TextDetection:
         """The full-size pass's inference session (its type says which runtime detects)."""
         return self._detector(FULL).session
 
-    def __call__(self, image: np.ndarray, *, full: bool = False) -> Detected:
-        if full and self._probe > 0 and self._table_probe_model:
-            return self._full_size_by_print(image)
+    def __call__(self, image: np.ndarray, *, full: bool = False, table: bool = False) -> Detected:
+        """``full``: the full-size pass's detector at full size. ``table``: the page holds a table,
+        so it is detected at full size, by the probe's model where its print is normal
+        (``det_table_probe_model``: ``_full_size_by_print``)."""
+        if table and not full:
+            if self._probe > 0 and self._table_probe_model:
+                return self._full_size_by_print(image)
+            full = True
         if self._probe > 0 and not full:
             quads = self._detect(self._detector(PROBE), image, self._probe, "max")
             if len(quads):
