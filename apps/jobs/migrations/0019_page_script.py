@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0014_job_engine_from_catalogue"),
+        ("jobs", "0018_page_gpu"),
     ]
 
     operations = [
