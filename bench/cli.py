@@ -106,6 +106,9 @@ def run(argv: list[str]) -> list[dict]:
             "OCR_MODEL_CACHE_DIR": str(work / "models"),
             "OCR_ENGINE_THREADS": "1",
             "OMP_THREAD_LIMIT": "1",
+            # Every run reads its file: the result cache would answer a file read before from the
+            # database (a run then costs ~1.5 CPU-s whatever the file).
+            "OCR_RESULT_CACHE": "0",
         }
         ours = [str(stack.BIN / "python"), "manage.py", "ocr", "--quiet"]
         tess = ["tesseract"]
