@@ -244,7 +244,7 @@ def _run_shards(argv: list[str], jobs: int, shard_dir: Path | None) -> dict:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def merge_shards(*folders: Path) -> dict:
+def merge_shards(*folders: Path, order: list[str] | None = None) -> dict:
     """The shards' records in corpus order, each page once (a second set of processes may have
     taken the same pages last first); ``planned`` says how many the run meant to do."""
     parts = [json.loads(path.read_text()) for folder in folders for path in sorted(folder.glob("*.json"))]
@@ -253,12 +253,15 @@ def merge_shards(*folders: Path) -> dict:
         for r in part["records"]:
             seen.setdefault(r["id"], r)
     records = list(seen.values())
-    order = {pid: i for i, pid in enumerate(parts[0]["order"])}
-    records.sort(key=lambda r: order[r["id"]])
+    # A shard cut short never wrote the corpus order: the caller's page list gives it.
+    ids = order or next(part["order"] for part in parts if "order" in part)
+    rank = {pid: i for i, pid in enumerate(ids)}
+    records = [r for r in records if r["id"] in rank]
+    records.sort(key=lambda r: rank[r["id"]])
     merged = dict(parts[0])
     merged["records"] = records
     merged["cpu_seconds"] = sum(part.get("cpu_seconds", 0) for part in parts)
-    merged["planned"] = len(parts[0]["order"])
+    merged["planned"] = len(ids)
     merged["jobs"] = len(parts)
     return merged
 
@@ -322,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = dt.datetime.now(dt.UTC)
     if args.merge_shards:
-        run = merge_shards(*args.merge_shards)
+        run = merge_shards(*args.merge_shards, order=[p.id for p in todo])
     elif args.jobs > 1:
         child_argv = [
             a for a in _strip_value(_strip_value(argv, "--jobs"), "--shard-dir") if not a.startswith("--jobs=")
