@@ -34,11 +34,15 @@ TEST_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:543
 test: venv services
 	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# tests/unit/ alone, with no server behind it: SQLite in memory, a broker address nothing answers,
-# so a test that reaches for the stack fails here instead of passing on a developer's services.
+# Every test marked `fast` (tests/conftest.py: no database, broker or worker fixture, no django_db,
+# not slow/gpu/vllm/browser), wherever it lives, with no server behind it: SQLite in memory, a
+# broker address nothing answers, so a test that reaches for the stack fails here instead of
+# passing on a developer's services.
+FAST_WORKERS ?= 2
 test-fast: venv
 	DATABASE_URL=sqlite://:memory: CELERY_BROKER_URL=redis://127.0.0.1:1/0 \
-		OCR_MEDIA_ROOT=$(CURDIR)/var/test-fast-media $(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+		OCR_MEDIA_ROOT=$(CURDIR)/var/test-fast-media $(BIN)/python -m pytest tests -m fast \
+		-n $(FAST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-vllm: venv services
 	bash .ci/vllm.sh
@@ -56,12 +60,15 @@ test-gpu-topology:
 # The whole stack under faults (tests/chaos): its own Redis, its own PostgreSQL cluster, gunicorn,
 # one worker per queue and beat; load, SIGKILLs, a Redis restart and a PostgreSQL crash + restart.
 # CHAOS_SIZE=full for the big run; CHAOS_ARGS="--seed N" repeats a run. Then a rolling upgrade of
-# every tier under load with a migration in between (tests/chaos/rolling.py, ~2 min at 30 jobs).
+# every tier under load with a migration in between (tests/chaos/rolling.py, ~2.5 min at 40 jobs).
 CHAOS_SIZE ?= ci
-ROLLING_JOBS ?= 30
+# The batch fault test (tests/chaos/batch.py): documents in one batch from a moto S3 prefix.
+CHAOS_BATCH_DOCS ?= 2000
+ROLLING_JOBS ?= 40
 test-chaos: venv services
 	$(BIN)/python -m tests.chaos --size $(CHAOS_SIZE) $(CHAOS_ARGS)
 	$(BIN)/python -m tests.chaos.rolling --jobs $(ROLLING_JOBS)
+	$(BIN)/python -m tests.chaos.batch --docs $(CHAOS_BATCH_DOCS)
 
 # The local stack needs only Redis (SQLite is the default database; set DATABASE_URL for PostgreSQL).
 up: migrate

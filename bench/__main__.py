@@ -26,15 +26,37 @@ BENCHMARKS = {
         "run",
         "orientation check by reading: CPU-s per page vs the page's OCR, turns found",
     ),
+    "script": (
+        "bench.script_routing",
+        "run",
+        "script by reading and large pages in bands: F1 and CPU-s, before vs now",
+    ),
     "page-budget": (
         "bench.page_budget",
         "run",
         "PDF page reading in ingest's budgeted child vs in process; poison pages",
     ),
     "bigdocs": ("bench.bigdocs", "run", "2,000-page born-digital and 300-page scanned PDFs: RSS, first page, pages/s"),
+    "bulk-lane": ("bench.bulk_lane", "run", "online latency with and without a batch on the bulk lane (goal ≤ 1.5x)"),
+    "cost": ("bench.cost", "run", "worker CPU-s per page and $ per 1,000 pages; the VLM stage's GPU figure on paper"),
+    "tenancy": (
+        "bench.tenancy",
+        "run",
+        "another tenant's delay under each bomb of issue 35; the door's answer time; gunicorn workers killed",
+    ),
     "cpu-knobs": ("bench.cpu_engine", "tune", "CPU recognizer knobs one at a time (not part of the default run)"),
 }
-DEFAULT = ("cpu-engine", "memory", "text-layer", "pipeline", "ingest", "tables", "orientation")
+DEFAULT = (
+    "cpu-engine",
+    "memory",
+    "text-layer",
+    "pipeline",
+    "ingest",
+    "tables",
+    "orientation",
+    "tenancy",
+    "script",
+)
 
 
 def main(argv: list[str]) -> int:

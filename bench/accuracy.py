@@ -87,6 +87,27 @@ def word_f1(predicted: str, reference: str) -> float:
     return word_scores(predicted, reference).f1
 
 
+def characters(text: str) -> list[str]:
+    """Normalised characters of ``text`` for scripts written without spaces between words (CJK):
+    NFKC (full-width digits and letters fold to ASCII), typographic quotes and dashes folded,
+    lower case, whitespace and table borders dropped."""
+    text = html.unescape(_TABLE_TAG.sub(" ", text))
+    folded = unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHIC).lower().replace("|", " ")
+    return [ch for ch in folded if not ch.isspace()]
+
+
+def char_scores(predicted: str, reference: str) -> WordScore:
+    """Character F1 over bags of characters: ``word_scores``' counterpart for CJK, where a "word"
+    is a whole clause and one wrong character would lose it all."""
+    pred, ref = Counter(characters(predicted)), Counter(characters(reference))
+    matched = sum((pred & ref).values())
+    n_pred, n_ref = sum(pred.values()), sum(ref.values())
+    precision = matched / n_pred if n_pred else 0.0
+    recall = matched / n_ref if n_ref else 0.0
+    f1 = 2 * matched / (n_pred + n_ref) if n_pred + n_ref else 1.0
+    return WordScore(precision, recall, f1, matched, n_pred, n_ref)
+
+
 def strip_markdown(markdown: str) -> str:
     """The words of an assembled Markdown document without the syntax the assembler added."""
     text = _MD_IMAGE.sub(" ", markdown)

@@ -176,7 +176,7 @@ def start_worker(
     concurrency: int,
     environ: dict[str, str],
     name: str = "bench",
-    queues: str = "cpu,layout,ocr",
+    queues: str = "cpu,layout,ocr,webhooks",
     app: str = "ocrsite",
 ) -> Proc:
     """One worker consuming ``queues`` (default: every queue) with ``concurrency`` prefork

@@ -54,6 +54,7 @@ HELP = {
     "OCR_UPLOAD_URL_SECONDS": "lifetime of a direct upload's presigned URL",
     "OCR_UPLOAD_KEEP_UNUSED_SECONDS": "how long after its URL expired an unused upload's object is kept (s)",
     "OCR_MAX_IMAGE_PIXELS": "pixel cap for images and rendered pages",
+    "OCR_IMAGE_PIXELS_PER_BYTE": "an image document decodes (all frames, animations at canvas size) to at most this many pixels per byte of file, past OCR_MAX_IMAGE_PIXELS; else refused input:too-large",
     "OCR_ENGINE": "the engine a job gets when it names none",
     "OCR_LAYOUT_ENGINE": "this deployment's layout engine: rapid-layout (cpu) or PP-DocLayoutV3 (paddle)",
     "OCR_RECOGNIZER": "this deployment's recognizer: rapidocr (cpu) or a VLM on vLLM (vllm)",
@@ -66,7 +67,7 @@ HELP = {
     "OCR_DET_MAX_SIDE": "a page is scaled to fit this longest side before OCR",
     "OCR_DET_LIMIT_SIDE": "text detection input size in pixels (see OCR_DET_LIMIT_TYPE)",
     "OCR_DET_LIMIT_TYPE": "min: the short side grown to OCR_DET_LIMIT_SIDE; max: the long side capped at it",
-    "OCR_CPU_PROFILE": "fast: Latin-script recognition, cheaper detection; accurate: every script, full resolution",
+    "OCR_CPU_PROFILE": "fast: a Latin-cut tiny recogniser, cheaper detection, CJK pages found by reading and read by the full-head model; accurate: the full-head model on every page, full resolution",
     "OCR_CPU_PROBE_MODEL": "PP-OCRv6 model of the 960-px detection probe, small or tiny (empty: the profile's; fast: tiny)",
     "OCR_CPU_REC_MODEL": "PP-OCRv6 recognition model, small or tiny (empty: the profile's; fast: tiny)",
     "OCR_CPU_REREAD_BELOW": "lines read under this confidence are read again by the small model, the surer reading kept (-1: the profile's, fast 0.95; 0: never)",
@@ -114,7 +115,7 @@ HELP = {
     "OCR_WEBHOOK_MAX_ATTEMPTS": "webhook delivery attempts in all",
     "OCR_WEBHOOK_BACKOFF_S": "webhook retry backoff base (s)",
     "OCR_WEBHOOK_BACKOFF_MAX_S": "webhook retry backoff ceiling (s)",
-    "OCR_WEBHOOK_TIMEOUT_S": "webhook request timeout (s)",
+    "OCR_WEBHOOK_TIMEOUT_S": "webhook delivery deadline (s): connect, send and answer in all",
     "OCR_WEBHOOK_MAX_RESPONSE_BYTES": "how much of a receiver's answer is read",
     "OCR_WEBHOOK_ALLOW_NETS": "CIDRs a callback may reach although not public (empty: public addresses only)",
     "OCR_WEBHOOK_ROTATION_OVERLAP_H": "hours an old webhook secret keeps signing beside the new one",
@@ -137,6 +138,16 @@ HELP = {
     "OCR_PASSWORD_MIN_LENGTH": "minimum password length (Django's password validators)",
     "OCR_BACKPRESSURE_RETRY_AFTER": "Retry-After seconds on a backpressure 503",
     "OCR_IDEMPOTENCY_HOURS": "how long an Idempotency-Key names its job for the tenant",
+    "OCR_RESULT_CACHE": "answer a document already read (same bytes, pages, options, engine and model versions) "
+    "with its stored result, no page work",
+    "OCR_RESULT_CACHE_SHARED": "let the result cache answer one tenant with another tenant's result "
+    "(off: each tenant's results serve only that tenant)",
+    "OCR_BATCH_EXPAND_CHUNK": "a batch's items made into jobs per expansion step",
+    "OCR_BATCH_WINDOW": "a batch's unfinished jobs at most; its next items wait until fewer remain",
+    "OCR_BATCH_POLL_SECONDS": "how often a running batch's expansion looks again (new items, the end)",
+    "OCR_BATCH_MAX_ITEMS": "most keys or upload ids one batch's list may name (a prefix has no limit)",
+    "OCR_RESULT_CACHE_VERSION": "a label in every cache key: change it to stop reusing earlier results "
+    "(a model replaced under the same served name)",
     "OIDC_ISSUER": "issuer URL; bearer JWTs must carry exactly this iss (empty: OIDC off)",
     "OIDC_AUDIENCE": "required aud of bearer JWTs",
     "OIDC_JWKS_URL": "where the issuer's signing keys are fetched (empty: issuer + /.well-known/jwks.json)",
@@ -170,6 +181,12 @@ ELSEWHERE = {
     "FLOWER_PORT": ("compose/Procfile", "Flower's port in the local stack (default 5555)"),
     "OCR_CHROMIUM": ("tests/test_console_browser.py", "test-only: the Chromium the browser test drives"),
     "OCR_FAIL_PAGES": ("tests/support/faults.py", "test-only: 1-based page numbers a test worker fails in recognition"),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": (
+        "ocrsite/telemetry.py",
+        "OTLP/HTTP endpoint for traces (one per job); empty: tracing off, nothing exported. The SDK reads "
+        "every other OTEL_* variable itself (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SDK_DISABLED...)",
+    ),
+    "BULK_CONCURRENCY": ("compose/Procfile", "pool processes of the bulk lane's worker (default 2)"),
 }
 
 

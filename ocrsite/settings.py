@@ -175,6 +175,7 @@ OCR_UPLOAD_URL_SECONDS = env_int("OCR_UPLOAD_URL_SECONDS", 900)
 # still unused, its object is deleted by the upload sweep (refused bytes go as soon as it expired).
 OCR_UPLOAD_KEEP_UNUSED_SECONDS = env_int("OCR_UPLOAD_KEEP_UNUSED_SECONDS", 3600)
 OCR_MAX_IMAGE_PIXELS = env_int("OCR_MAX_IMAGE_PIXELS", 60_000_000)
+OCR_IMAGE_PIXELS_PER_BYTE = env_int("OCR_IMAGE_PIXELS_PER_BYTE", 50_000)
 # Uploads larger than this spool to a temp file instead of RAM.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_HANDLERS = [
@@ -429,6 +430,20 @@ OCR_BACKPRESSURE_PAGES = env_int("OCR_BACKPRESSURE_PAGES", 2_000)
 OCR_BACKLOG_SHARE = env_float("OCR_BACKLOG_SHARE", 1.0)
 OCR_BACKPRESSURE_RETRY_AFTER = env_int("OCR_BACKPRESSURE_RETRY_AFTER", 30)
 OCR_IDEMPOTENCY_HOURS = env_int("OCR_IDEMPOTENCY_HOURS", 24)
+# The result cache (apps/jobs/services/result_cache.py): a document already read with the same
+# pages, options and engine versions is answered with the stored result, no page work. Per tenant
+# unless SHARED; bump VERSION to stop reusing every earlier result (a model swapped under the
+# same served name, a change in the pipeline's output).
+OCR_RESULT_CACHE = env_bool("OCR_RESULT_CACHE", True)
+OCR_RESULT_CACHE_SHARED = env_bool("OCR_RESULT_CACHE_SHARED", False)
+OCR_RESULT_CACHE_VERSION = env_str("OCR_RESULT_CACHE_VERSION", "")
+# Batches (apps/jobs/batches.py): items become jobs this many at a time, while fewer than WINDOW of
+# the batch's jobs are unfinished; the expansion looks again every POLL_SECONDS. A list of keys or
+# upload ids may name MAX_ITEMS (a prefix has no limit).
+OCR_BATCH_EXPAND_CHUNK = env_int("OCR_BATCH_EXPAND_CHUNK", 1000)
+OCR_BATCH_WINDOW = env_int("OCR_BATCH_WINDOW", 2000)
+OCR_BATCH_POLL_SECONDS = env_float("OCR_BATCH_POLL_SECONDS", 5.0)
+OCR_BATCH_MAX_ITEMS = env_int("OCR_BATCH_MAX_ITEMS", 100_000)
 
 # OIDC bearer tokens: off while OIDC_ISSUER is empty. Keys come from OIDC_JWKS_FILE if set, else
 # OIDC_JWKS_URL (default: the issuer's /.well-known/jwks.json), cached OIDC_JWKS_CACHE_SECONDS.

@@ -14,9 +14,16 @@ from enum import StrEnum
 class Queue(StrEnum):
     """Celery queues, one per hardware tier; KEDA scales each tier on its Redis list."""
 
-    CPU = "cpu"  # ingest, assembly, sweep, webhooks: cheap CPU pods
+    CPU = "cpu"  # ingest, assembly, sweep: cheap CPU pods
     LAYOUT = "layout"  # batched layout detection: the T4 tier
     OCR = "ocr"  # region/page recognition: CPU pass, or I/O-bound dispatch to vLLM
+    # The bulk lane: every stage of a batch's jobs, and the batch's expansion. Its workers run
+    # at the lowest CPU priority (nice 19; a low PriorityClass in the cluster), so they take only
+    # the capacity online work leaves.
+    BULK = "bulk"
+    # Webhook deliveries: waiting on tenants' receivers, never on the pipeline's slots (a slow
+    # receiver holds a webhook thread, not a cpu slot another tenant's ingest needs).
+    WEBHOOKS = "webhooks"
 
 
 class TaskName(StrEnum):
@@ -31,6 +38,7 @@ class TaskName(StrEnum):
     DISCARD_UPLOADS = "workers.discard_uploads"
     DELIVER_WEBHOOK = "workers.deliver_webhook"
     RESEND_LOST_WEBHOOKS = "workers.resend_lost_webhooks"
+    EXPAND_BATCH = "workers.expand_batch"
 
 
 ROUTES: dict[TaskName, Queue] = {
@@ -41,9 +49,13 @@ ROUTES: dict[TaskName, Queue] = {
     TaskName.SWEEP: Queue.CPU,
     TaskName.PURGE_EXPIRED: Queue.CPU,
     TaskName.DISCARD_UPLOADS: Queue.CPU,
-    TaskName.DELIVER_WEBHOOK: Queue.CPU,
+    TaskName.DELIVER_WEBHOOK: Queue.WEBHOOKS,
     TaskName.RESEND_LOST_WEBHOOKS: Queue.CPU,
+    TaskName.EXPAND_BATCH: Queue.BULK,
 }
+
+# The stages of a job: sent on the bulk lane instead of their route when the job is a batch's.
+PIPELINE_TASKS = frozenset({TaskName.INGEST, TaskName.DETECT_LAYOUT, TaskName.RECOGNIZE, TaskName.ASSEMBLE})
 
 # The modules that define the tasks above, imported by every worker (and by the embedded CLI).
 TASK_MODULES = (
@@ -54,6 +66,7 @@ TASK_MODULES = (
     "workers.sweep",
     "workers.retention",
     "workers.webhooks",
+    "workers.batches",
 )
 
 
@@ -61,7 +74,7 @@ class CpuProfile(StrEnum):
     """OCR_CPU_PROFILE: the CPU recognizer's trade-off (``workers.engines.cpu.CPU_PROFILES``)."""
 
     FAST = "fast"  # Latin head, two-pass detection, small padded batches: the default
-    ACCURATE = "accurate"  # every script, full detection resolution
+    ACCURATE = "accurate"  # the full-head model on every page, full detection resolution
 
 
 class CpuModel(StrEnum):
@@ -96,6 +109,9 @@ class PageFlag(StrEnum):
     ORIENTATION_UNSURE = "orientation:unsure"
     # An OCR page read with a confidence under OCR_LOW_CONFIDENCE.
     OCR_LOW_CONFIDENCE = "ocr:low-confidence"
+    # An OCR page in a script no recogniser here reads (Korean, Cyrillic, Arabic, Hebrew,
+    # Devanagari, ...): only its lines read with confidence are kept (workers/engines/cpu/script.py).
+    SCRIPT_UNSUPPORTED = "script:unsupported"
 
 
 class ErrorCode(StrEnum):
@@ -119,6 +135,14 @@ class ErrorCode(StrEnum):
     UPLOAD_SIZE_MISMATCH = "upload:size-mismatch"
     UPLOAD_BAD_TOKEN = "upload:bad-token"
     UPLOAD_ALREADY_SENT = "upload:already-sent"  # a slot takes one upload
+    # Batches (POST /api/v1/batches) and their items.
+    BATCH_NOT_FOUND = "batch:not-found"
+    BATCH_NOT_READY = "batch:not-ready"  # its manifest of results is written once every item ended
+    BATCH_NOT_CANCELLABLE = "batch:not-cancellable"
+    BATCH_PREFIX_NOT_ALLOWED = "batch:prefix-not-allowed"  # outside the tenant's batch prefixes
+    BATCH_EMPTY = "batch:empty"
+    BATCH_TOO_MANY_ITEMS = "batch:too-many-items"
+    BATCH_ITEM_MISSING = "batch:item-missing"  # a listed key with no object behind it
     # Jobs and pages.
     JOB_NOT_FOUND = "job:not-found"
     JOB_NOT_READY = "job:not-ready"

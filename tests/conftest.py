@@ -3,8 +3,9 @@
 Run through ``make test``, which starts the services and sets the environment below. Pipeline
 tests use ``transactional_db`` so that what they commit is visible to the worker process.
 
-Tests under ``tests/unit/`` use none of that: ``make test-fast`` runs them with no database
-server and no broker, and a test there that asks for either is refused at collection.
+Tests that use none of that are marked ``fast`` as they are collected, wherever they live, and
+``make test-fast`` (``-m fast``) runs them with no database server and no broker. Tests under
+``tests/unit/`` must be such tests: one there that asks for either is refused at collection.
 """
 
 from __future__ import annotations
@@ -53,8 +54,24 @@ STACK_FIXTURES = frozenset(
 )
 
 
+# Marked tests that `make test-fast` leaves to `make test`: they take long, or need a GPU, a vLLM
+# server or a browser.
+NOT_FAST_MARKERS = ("slow", "gpu", "vllm", "browser")
+
+
 def needs_the_stack(item: pytest.Item) -> bool:
     return item.get_closest_marker("django_db") is not None or bool(STACK_FIXTURES & set(item.fixturenames))
+
+
+def is_fast(item: pytest.Item) -> bool:
+    """The fast tier is a property, not a folder: no database, no broker, no worker, not slow."""
+    return not needs_the_stack(item) and not any(item.get_closest_marker(m) for m in NOT_FAST_MARKERS)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Marked as collected, before -m selects: `make test-fast` is `pytest tests -m fast`.
+    if is_fast(item):
+        item.add_marker(pytest.mark.fast)
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
@@ -128,7 +145,7 @@ def start_worker(django_db_setup, django_db_blocker, redis_client) -> Iterator[C
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     def start(
-        queues: str = "cpu,layout,ocr",
+        queues: str = "cpu,layout,ocr,webhooks",
         concurrency: int = 2,
         env: dict[str, str] | None = None,
         name: str | None = None,

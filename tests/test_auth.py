@@ -20,7 +20,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.api.models import Tenant
-from apps.jobs.models import DirectUpload, Job
+from apps.jobs.models import Batch, DirectUpload, Job
 from tests.hostile.corpus import text_pdf
 from tests.support.jobs_api import upload, wait_for_job
 from tests.support.perimeter import Issuer, bearer_client, key_client, new_key, settle
@@ -74,6 +74,11 @@ ENDPOINTS: list[tuple[str, str, str, Callable[[], dict] | None, int]] = [
     ("gateway-status", "get", "/status/{done}", None, 200),
     ("schema", "get", "/api/schema/", None, 200),
     ("docs", "get", "/api/docs/", None, 200),
+    ("batch-create", "post", "/api/v1/batches", lambda: {"keys": [f"{BATCH_PREFIX}missing.pdf"]}, 202),
+    ("batch-list", "get", "/api/v1/batches", None, 200),
+    ("batch-status", "get", "/api/v1/batches/{batch_done}", None, 200),
+    ("batch-manifest", "get", "/api/v1/batches/{batch_done}/manifest", None, 200),
+    ("batch-cancel", "delete", "/api/v1/batches/{batch_active}", None, 202),  # once: it ends the batch
     (
         "upload",
         "post",
@@ -83,6 +88,9 @@ ENDPOINTS: list[tuple[str, str, str, Callable[[], dict] | None, int]] = [
     ),
     ("cancel", "delete", "/api/v1/jobs/{active}", None, 202),  # last: it ends the active job
 ]
+# Endpoints that end what they act on: the first good client's call is the one that counts.
+ONCE = ("cancel", "batch-cancel")
+BATCH_PREFIX = "batches/auth/"
 
 
 def _routes(patterns=None):
@@ -115,7 +123,7 @@ def test_every_route_is_in_endpoints_or_public_by_name():
         methods = _methods(view)
         assert methods is not None, f"{name}: a plain Django view outside PUBLIC (no DRF authentication)"
         served |= {(name, method) for method in methods}
-    ids = {"done": uuid.uuid4(), "active": uuid.uuid4()}
+    ids = {name: uuid.uuid4() for name in ("done", "active", "batch_done", "batch_active")}
     listed = {(resolve(t.split("?")[0].format(**ids)).url_name, m.upper()) for _, m, t, _, _ in ENDPOINTS}
     assert served - listed == set(), "routes missing from ENDPOINTS (or PUBLIC)"
     assert listed - served == set(), "ENDPOINTS entries no route serves"
@@ -145,7 +153,16 @@ def _done_and_active_jobs(client: APIClient, tenant: str) -> dict[str, str]:
     active = Job.objects.create(
         tenant=tenant, status=Job.Status.RUNNING, filename="active.pdf", kind="pdf", sha256="0" * 64, page_count=1
     )
-    return {"done": done, "active": str(active.pk)}
+    # Batches as rows: no bulk worker runs here, so a created batch stays running.
+    Tenant.objects.update_or_create(slug=tenant, defaults={"batch_prefixes": BATCH_PREFIX})
+    batch_done = Batch.objects.create(tenant=tenant, source=Batch.Source.KEYS, status=Batch.Status.DONE, expanded=True)
+    batch_active = Batch.objects.create(tenant=tenant, source=Batch.Source.KEYS)
+    return {
+        "done": done,
+        "active": str(active.pk),
+        "batch_done": str(batch_done.pk),
+        "batch_active": str(batch_active.pk),
+    }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -186,11 +203,12 @@ def test_every_endpoint_refuses_each_bad_credential_then_serves_a_good_one(settl
     jwt_client = bearer_client(oidc.token(tenant))
     for label, method, template, body, expected in ENDPOINTS:
         path = template.format(**ids)
-        clients = [("api key", good), ("jwt", jwt_client)] if label != "cancel" else [("jwt", jwt_client)]
+        clients = [("api key", good), ("jwt", jwt_client)] if label not in ONCE else [("jwt", jwt_client)]
         for how, client in clients:
             resp = _call(client, method, path, body)
             assert resp.status_code == expected, (label, how, resp.status_code, resp.content[:300])
     assert Job.objects.get(pk=ids["active"]).status == Job.Status.CANCELLED
+    assert Batch.objects.get(pk=ids["batch_active"]).status == Batch.Status.CANCELLED
     # The JWKS was fetched once and then served from PyJWKClient's cache.
     assert oidc.fetches <= 2
 
@@ -232,8 +250,17 @@ def test_tenants_see_only_their_own_jobs_on_every_endpoint(settled, oidc, api, u
         assert resp.status_code == 404
         listed = {j["id"] for j in other.get("/api/v1/jobs").json()["results"]}
         assert listed == own_ids
+        for path in (f"/api/v1/batches/{ids['batch_done']}", f"/api/v1/batches/{ids['batch_done']}/manifest"):
+            resp = other.get(path)
+            assert resp.status_code == 404 and resp.json()["error"]["code"] == "batch:not-found", path
+        assert other.delete(f"/api/v1/batches/{ids['batch_active']}").status_code == 404
+        assert other.get("/api/v1/batches").json()["results"] == []
+        # Another tenant's prefix is not this one's to read.
+        resp = other.post("/api/v1/batches", {"prefix": BATCH_PREFIX}, format="json")
+        assert resp.status_code == 403 and resp.json()["error"]["code"] == "batch:prefix-not-allowed"
 
     assert Job.objects.get(pk=ids["active"]).status != Job.Status.CANCELLED  # B's cancel did nothing
+    assert Batch.objects.get(pk=ids["batch_active"]).status == Batch.Status.RUNNING
     for client in (a_key, a_jwt):
         listed = {j["id"] for j in client.get("/api/v1/jobs").json()["results"]}
         assert listed == {ids["done"], ids["active"]}

@@ -13,6 +13,10 @@ import pytest
 
 from tests.support.documents import ROOT, dev_file
 
+# Each test runs the whole embedded CLI in a fresh process (Django, engines, a real document):
+# seconds apiece, make test only.
+pytestmark = pytest.mark.slow
+
 # What `make test` sets for the suite and the embedded profile must not see.
 SUITE_ONLY = ("DATABASE_URL", "CELERY_BROKER_URL", "OCR_MEDIA_ROOT", "CACHE_URL")
 

@@ -7,8 +7,8 @@ workers is tests/test_retry.py."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
+import pymupdf
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -19,8 +19,8 @@ from PIL import Image
 
 from apps.jobs import services
 from apps.jobs.models import Job, Page, Region
+from tests.hostile.corpus import pdf_image_bomb
 from tests.support.console import client_for, make_operator, stored_job
-from tests.support.documents import dev_file
 
 
 @pytest.mark.django_db
@@ -138,17 +138,26 @@ def test_page_view_draws_one_box_per_region_and_serves_images():
 
 
 @pytest.mark.django_db
-def test_text_layer_page_is_rendered_from_its_pdf():
-    """Text-layer pages store no image; the console renders the PDF page on the fly."""
+def test_the_console_never_draws_a_tenants_document(monkeypatch):
+    """Text-layer pages store no image, and the console no longer renders their PDF page in the
+    web process: the issue's born-digital page that also drew a JPEG scan bomb killed a gunicorn
+    worker each time an operator opened its job. The page view shows its regions alone."""
     operator = make_operator()
-    data = Path(dev_file("multi_page.pdf")).read_bytes()
-    job = Job.objects.create(status="done", filename="multi_page.pdf", kind="pdf", sha256="1" * 64, page_count=5)
-    job.source.save(f"{job.pk}.pdf", ContentFile(data))
-    page = Page.objects.create(job=job, index=1, status="done", source="text-layer", width=1654, height=2339, dpi=200)
-    resp = client_for(operator).get(reverse("admin:jobs_job_page_image", args=[page.pk]))
-    assert resp.status_code == 200 and resp["Content-Type"] == "image/png"
-    width, height = Image.open(io.BytesIO(resp.content)).size
-    assert abs(width / height - 1654 / 2339) < 0.01 and width < 1654  # low dpi, same page
+    job = Job.objects.create(status="done", filename="bomb.pdf", kind="pdf", sha256="1" * 64, page_count=1)
+    job.source.save(f"{job.pk}.pdf", ContentFile(pdf_image_bomb(side=6000)))
+    page = Page.objects.create(job=job, index=0, status="done", source="text-layer", width=1654, height=2339, dpi=200)
+    opened: list[object] = []
+    real_open = pymupdf.open
+    monkeypatch.setattr(pymupdf, "open", lambda *a, **k: opened.append(a) or real_open(*a, **k))
+    client = client_for(operator)
+    for params in ("", "?w=200"):
+        resp = client.get(reverse("admin:jobs_job_page_image", args=[page.pk]) + params)
+        assert resp.status_code == 404
+    view = client.get(reverse("admin:jobs_job_page", args=[job.pk, 0]))
+    assert view.status_code == 200 and b"ocr-page-image" not in view.content
+    assert b"regions only" in view.content
+    assert client.get(reverse("admin:jobs_job_change", args=[job.pk])).status_code == 200
+    assert opened == [], "the web process opened the tenant's PDF"
 
 
 @pytest.mark.django_db

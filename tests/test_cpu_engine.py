@@ -401,6 +401,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # a child process running four full-size passes: ~15 CPU-seconds
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CLI's memory-first policy is glibc's")
 def test_the_clis_full_size_pass_costs_the_same_memory_each_time_a_page_comes():
     # With onnxruntime's memory patterns on, the second full-size pass over a shape allocated the

@@ -402,3 +402,29 @@ def test_beat_schedules_the_upload_sweep_on_the_cpu_queue():
     assert entry["task"] == TaskName.DISCARD_UPLOADS
     assert entry["schedule"] == settings.OCR_PURGE_EVERY
     assert settings.CELERY_TASK_ROUTES[TaskName.DISCARD_UPLOADS]["queue"] == "cpu"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_puts_to_one_slot_store_one_object(api, live_server):
+    """The issue's race: six concurrent PUTs to one slot stored six objects (all 204), because
+    each checked for the object before its body streamed in, and storage renamed the later ones.
+    A 4 MB body keeps all six inside that window."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    data = b"%PDF-1.7\n" + b"0" * (4 << 20)
+    slot = _slot(api, len(data))
+    url = live_server.url + "/" + slot["url"].split("/", 3)[3]
+    start = Barrier(6)
+
+    def put(_):
+        start.wait()
+        return httpx.put(url, content=data, headers=slot["headers"], timeout=60)
+
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(put, range(6)))
+    assert sorted(r.status_code for r in answers) == [204] + [409] * 5, [r.content[:200] for r in answers]
+    assert {r.json()["error"]["code"] for r in answers if r.status_code == 409} == {"upload:already-sent"}
+    folder = Path(default_storage.path(f"uploads/{slot['id']}")).parent
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(slot["id"])) == [slot["id"]]
+    assert default_storage.size(f"uploads/{slot['id']}") == len(data)

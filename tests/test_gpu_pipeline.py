@@ -160,6 +160,9 @@ def test_job_through_ocr_queue_with_vllm_recognizer(api, vllm_worker):
     assert all(b["model"] == "zai-org/GLM-OCR" and b["temperature"] == 0.0 for b in server.stats.requests)
     md = api.get(f"/api/v1/jobs/{body['id']}/result?format=markdown").content.decode()
     assert "VLM read: Text Recognition:" in md
+    # Cost: the VLM requests' GPU share is on the page and the job, the worker's CPU beside it.
+    cost = api.get(f"/api/v1/jobs/{body['id']}").json()["cost"]
+    assert cost["gpu_seconds"] > 0 and cost["cpu_seconds"] > 0, cost
 
 
 @pytest.mark.django_db(transaction=True)

@@ -49,7 +49,11 @@ def test_every_target_renders_without_duplicates(target):
     docs = m.render(target)
     keys = [(d["kind"], d["metadata"]["name"]) for d in docs]
     assert len(keys) == len(set(keys))
-    assert all(d["metadata"].get("namespace") == "ocr" for d in docs if d["kind"] not in ("Namespace", "StorageClass"))
+    assert all(
+        d["metadata"].get("namespace") == "ocr"
+        for d in docs
+        if d["kind"] not in ("Namespace", "StorageClass", "PriorityClass")
+    )
 
 
 def test_gpu_pods_tolerate_and_select_a_tainted_pool_of_their_card(cloud, docs, pools):
@@ -113,8 +117,9 @@ def test_gpu_deployments_recreate(docs):
             assert deploy["spec"]["strategy"]["type"] == "Recreate", name
 
 
-# Tiers that scale to zero; worker-cpu keeps one replica (beat's sweep, retention, webhooks).
-FLOORS = {"worker-layout": 0, "worker-ocr": 0, "vllm": 0, "worker-cpu": 1}
+# Tiers that scale to zero; worker-cpu keeps one replica (beat's sweep, retention, the re-send of
+# lost webhooks); worker-webhooks wakes on its own list.
+FLOORS = {"worker-layout": 0, "worker-ocr": 0, "vllm": 0, "worker-cpu": 1, "worker-webhooks": 0, "worker-bulk": 0}
 
 
 def test_keda_wakes_on_one_and_sleeps_at_zero(docs):
@@ -286,7 +291,7 @@ def test_workers_get_time_to_finish_their_pages_on_scale_down(docs):
     request, since its pages waiting on vLLM are handed back at once."""
     config = m.config(docs)
     hard = int(config.get("OCR_TASK_HARD_LIMIT", 660))  # ocrsite/settings.py's default
-    for name in ("worker-cpu", "worker-layout", "worker-ocr"):
+    for name in ("worker-cpu", "worker-layout", "worker-ocr", "worker-bulk"):
         spec = m.find(docs, "Deployment", name)["spec"]["template"]["spec"]
         command = spec["containers"][0]["command"]
         env = {e["name"]: e.get("value") for e in spec["containers"][0].get("env", [])}
@@ -304,7 +309,7 @@ PAGES_OF_QUEUE = {Queue.LAYOUT.value: {"queued", "detecting"}, Queue.OCR.value: 
 
 def test_each_worker_consumes_the_queue_its_scaler_watches(docs):
     queues = {}
-    for name in ("worker-cpu", "worker-layout", "worker-ocr"):
+    for name in ("worker-cpu", "worker-layout", "worker-ocr", "worker-webhooks", "worker-bulk"):
         command = m.find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]["command"]
         queues[name] = command[command.index("-Q") + 1]
     assert set(queues.values()) == {q.value for q in Queue}

@@ -29,7 +29,7 @@ from apps.jobs.models import Job
 from tests.support.documents import dev_file
 from tests.support.queues import Broker
 
-TOOLS = {"submit_document", "get_document_result", "parse_document", "cancel_document"}
+TOOLS = {"submit_document", "get_document_result", "parse_document", "cancel_document", "start_batch", "get_batch"}
 
 
 def _text(result) -> str:

@@ -104,7 +104,7 @@ def test_retry_redoes_only_the_failed_page_and_metrics_follow(start_worker, brok
     assert recognize_runs == 4  # 3 pages + the retried one
     assert metrics[("ocr_stage_duration_seconds_count", (("stage", "recognize"),))] == recognize_runs
     assert metrics[("ocr_stage_duration_seconds_bucket", (("le", "+Inf"), ("stage", "recognize")))] == recognize_runs
-    for queue in ("cpu", "layout", "ocr"):
+    for queue in ("cpu", "layout", "ocr", "webhooks"):
         assert metrics[("ocr_queue_depth", (("queue", queue),))] == 0
         assert metrics[("ocr_oldest_queued_age_seconds", (("queue", queue),))] == 0
     assert any(name == "django_http_requests_total_by_method_total" for name, _ in metrics)

@@ -67,9 +67,10 @@ def test_mixed_orientation_scan_reads_every_page(api, worker, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_unreadable_scan_is_left_as_submitted_and_flagged_everywhere(api, worker, settings):
-    """An upright Hebrew page, which the Latin recogniser cannot read: orientation is not
-    confirmed, so the page is not turned; it is done, with orientation:unsure and
-    ocr:low-confidence on the page and the job — in the JSON, the console and /metrics."""
+    """An upright Hebrew page, which no recogniser here reads: orientation is not confirmed, so
+    the page is not turned; it is done, with orientation:unsure and script:unsupported on the page
+    and the job — in the JSON, the console and /metrics. (Its lookalike Latin symbols are not kept
+    as text, so no confidence is left to be low: script:unsupported says why.)"""
     settings.METRICS_CACHE_SECONDS = 0
     resp = upload(api, "hebtypo.jpg", data=(BUNDLED_DATA / "orientation" / "hebtypo.jpg").read_bytes())
     assert resp.status_code == 202, resp.content
@@ -78,9 +79,10 @@ def test_unreadable_scan_is_left_as_submitted_and_flagged_everywhere(api, worker
     assert done["status"] == "done", done
     result = json.loads(api.get(f"/api/v1/jobs/{job_id}/result?format=json").content)
     [page] = result["pages"]
-    expected = {PageFlag.ORIENTATION_UNSURE, PageFlag.OCR_LOW_CONFIDENCE}
+    expected = {PageFlag.ORIENTATION_UNSURE, PageFlag.SCRIPT_UNSUPPORTED}
     assert page["rotation"] == 0 and set(page["flags"]) == expected, page["flags"]
-    assert page["confidence"] < settings.OCR_LOW_CONFIDENCE
+    assert page["script"] == "unsupported"
+    assert page["confidence"] is None or page["confidence"] < settings.OCR_LOW_CONFIDENCE
     assert set(result["flags"]) == expected
 
     operator = client_for(make_operator())

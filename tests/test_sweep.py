@@ -20,12 +20,13 @@ import json
 import pytest
 from django.conf import settings
 
+from apps.jobs import lanes
 from apps.jobs.models import Job, Page, Region
 from ocrsite.vocabulary import ErrorCode, TaskName
 from tests.support.outages import postgresql_unreachable
 from tests.support.perimeter import queues_held
 from tests.support.pipeline_rows import long_ago, make_job, page_of, page_with_image, png_of_text
-from tests.support.queues import QUEUES
+from tests.support.queues import QUEUES, clear_lanes
 from workers import engine_setup, layout, sweep
 from workers.engines.base import EngineError
 from workers.sweep import resend_lost_work
@@ -38,6 +39,7 @@ def sent(redis_client):
     """Hold the running workers' consumers and return a reader of what was sent since."""
     with queues_held(redis_client):
         redis_client.delete(*QUEUES)
+        clear_lanes(redis_client)
 
         def read() -> list[tuple[str, str, list]]:
             """(queue, task name, args) of every message now waiting, oldest first; consumed."""
@@ -51,6 +53,7 @@ def sent(redis_client):
 
         yield read
         redis_client.delete(*QUEUES)
+        clear_lanes(redis_client)
 
 
 # --- the sweep, branch by branch -----------------------------------------------------------------
@@ -191,7 +194,9 @@ def test_one_bad_page_fails_alone_in_a_layout_batch(sent, django_capture_on_comm
     good.refresh_from_db()
     assert good.status == "detected" and Region.objects.filter(page=good).exists()
     assert Job.objects.get(pk=good.job_id).status == "running"
-    assert sent() == [("ocr", TaskName.RECOGNIZE, [good.pk])]
+    # On to its tenant's lane of recognition, with a token on the ocr queue (apps.jobs.lanes).
+    assert sent() == [("ocr", TaskName.RECOGNIZE, [None])]
+    assert lanes.take("recognize", 5) == [(Job.objects.get(pk=good.job_id).tenant, str(good.pk))]
 
 
 @pytest.mark.django_db
@@ -204,7 +209,8 @@ def test_layout_success_gives_recognition_its_own_attempts(sent, django_capture_
         layout.detect_pages([page.pk])  # the claim makes it OCR_MAX_ATTEMPTS - 1
     page.refresh_from_db()
     assert (page.status, page.attempts) == ("detected", 0)
-    assert sent() == [("ocr", TaskName.RECOGNIZE, [page.pk])]
+    assert sent() == [("ocr", TaskName.RECOGNIZE, [None])]
+    assert lanes.take("recognize", 5) == [(Job.objects.get(pk=page.job_id).tenant, str(page.pk))]
 
 
 class OutOfMemory:

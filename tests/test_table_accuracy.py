@@ -17,6 +17,8 @@ from workers.content import tables
 from workers.engines import textlayer
 
 TRUTH = ROOT / "bench" / "tables"
+# Full-page OCR of dense table pages: tens of CPU-seconds (the NICS page alone), make test only.
+pytestmark = pytest.mark.slow
 
 PAGES = ["table_page_2305.03393v1-pg9.pdf", "table_nics-background-checks-2015-11.pdf"]
 # Thresholds a little under the measured figures (docs/benchmarks.md, "Tables"); the target is 0.90.

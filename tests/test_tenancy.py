@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group, Permission
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import Client
@@ -174,19 +174,40 @@ def test_a_flood_from_one_tenant_refuses_that_tenant_only(settings):
     _, flood_key = new_key("flooder")
     _, quiet_key = new_key("quiet")
     flooder, quiet = key_client(flood_key), key_client(quiet_key)
-    for _ in range(3):  # 0, 5, 10 pages waiting: not over the threshold yet
+    for _ in range(2):  # 0, then 5 pages waiting: with the new 5, not over the threshold
         assert _pdf(flooder, 5).status_code == 202
     refused = _pdf(flooder, 5)
     assert refused.status_code == 503
     error = refused.json()["error"]
     assert error["code"] == ErrorCode.BUSY_BACKPRESSURE and refused["Retry-After"]
     # The message is about the caller's own pages, never the platform's queue or threshold.
-    assert "15 pages" in error["message"] and "10" not in error["message"]
+    assert "has 10 pages waiting" in error["message"] and "threshold" not in error["message"]
     # The other tenant is admitted while the flooder waits, and again with a bigger document.
     assert _pdf(quiet, 1).status_code == 202
     assert _pdf(quiet, 4).status_code == 202
     assert _pdf(flooder, 1).status_code == 503
     assert Job.objects.filter(tenant="quiet").count() == 2
+
+
+@pytest.mark.django_db
+def test_admission_counts_the_pages_being_admitted(settings):
+    """The issue's overshoot: a tenant under its share added a 1,000-page document to an over-full
+    backlog and was accepted (backlog 4.7x the threshold)."""
+    settings.OCR_BACKPRESSURE_PAGES = 200
+    _, flood_key = new_key("flooder")
+    _, modest_key = new_key("modest")
+    flooder, modest = key_client(flood_key), key_client(modest_key)
+    # The flooder fills the backlog past the threshold (its first document, alone, is admitted).
+    assert _pdf(flooder, 250).status_code == 202
+    assert _pdf(modest, 3).status_code == 202  # a tenant under its share is admitted...
+    refused = _pdf(modest, 1000)  # ...but not with a document that would take it far past it
+    assert refused.status_code == 503, refused.content[:300]
+    assert refused.json()["error"]["code"] == ErrorCode.BUSY_BACKPRESSURE
+    assert "this document has 1000" in refused.json()["error"]["message"]
+    assert Job.objects.filter(tenant="modest").count() == 1
+    # On an idle platform one big document is admitted (it cannot wait for a smaller backlog).
+    Job.objects.all().delete()
+    assert _pdf(modest, 1000).status_code == 202
 
 
 @pytest.mark.django_db
@@ -266,3 +287,99 @@ def test_webhook_networks_are_per_tenant():
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --- roles that cannot climb (issue 35) -----------------------------------------------------------
+
+
+def _account(username: str, **flags) -> object:
+    return get_user_model().objects.create_user(username=username, password="Old-password-9x!", **flags)
+
+
+def _operator():
+    user = _account(f"operator-{uuid.uuid4().hex[:6]}", is_staff=True)
+    user.groups.add(Group.objects.get(name="Operators"))
+    return user
+
+
+NEW_PASSWORD = {"password1": "Helpdesk-owns-you-9x!", "password2": "Helpdesk-owns-you-9x!", "usable_password": "true"}
+
+
+@pytest.mark.parametrize("target", ["superuser", "operator"])
+def test_the_helpdesk_cannot_set_a_more_powerful_accounts_password(helpdesk, acme_job, target):
+    """The issue's climb: a user-manager set a superuser's (or an operator's) password in the
+    admin's password form and logged in as them."""
+    user = _account("root-2", is_staff=True, is_superuser=True) if target == "superuser" else _operator()
+    form = reverse("admin:auth_user_password_change", args=[user.pk])
+    assert helpdesk.get(form).status_code == 403
+    resp = helpdesk.post(form, NEW_PASSWORD)
+    assert resp.status_code == 403
+    user.refresh_from_db()
+    assert user.check_password("Old-password-9x!")
+    assert not Client().login(username=user.username, password=NEW_PASSWORD["password1"])
+    # Nor through the change form (flags, e-mail for a reset, active) or deletion.
+    change = reverse("admin:auth_user_change", args=[user.pk])
+    resp = helpdesk.post(change, {"username": user.username, "is_active": "", "date_joined_0": "2026-01-01"})
+    assert resp.status_code == 403
+    assert helpdesk.post(reverse("admin:auth_user_delete", args=[user.pk]), {"post": "yes"}).status_code == 403
+    resp = helpdesk.post(
+        reverse("admin:auth_user_changelist"),
+        {"action": "delete_selected", "_selected_action": [user.pk], "post": "yes"},
+    )
+    assert resp.status_code == 403
+    assert get_user_model().objects.filter(pk=user.pk, is_active=True).exists()
+
+
+def test_the_helpdesk_manages_accounts_that_may_do_no_more_than_itself(helpdesk):
+    plain = _account("api-user")
+    form = reverse("admin:auth_user_password_change", args=[plain.pk])
+    assert helpdesk.post(form, NEW_PASSWORD).status_code == 302
+    plain.refresh_from_db()
+    assert plain.check_password(NEW_PASSWORD["password1"])
+    # A non-staff account holding a permission the helpdesk lacks (reading jobs) is out of reach too.
+    reader = _account("job-reader")
+    reader.user_permissions.add(Permission.objects.get(codename="view_job"))
+    assert helpdesk.post(reverse("admin:auth_user_password_change", args=[reader.pk]), NEW_PASSWORD).status_code == 403
+
+
+def test_groups_are_for_superusers_only(helpdesk):
+    """A helpdesk in a group it could edit would give the group, and so itself, job permissions."""
+    group = Group.objects.create(name="helpdesks")
+    helpdesk.user.groups.add(group)
+    view_job = Permission.objects.get(codename="view_job")
+    resp = helpdesk.post(
+        reverse("admin:auth_group_change", args=[group.pk]), {"name": "helpdesks", "permissions": [view_job.pk]}
+    )
+    assert resp.status_code == 403
+    resp = helpdesk.post(reverse("admin:auth_group_add"), {"name": "readers", "permissions": [view_job.pk]})
+    assert resp.status_code == 403
+    assert not get_user_model().objects.get(pk=helpdesk.user.pk).has_perm("jobs.view_job")
+
+
+def test_an_api_user_link_of_a_more_powerful_account_is_out_of_reach(acme_job):
+    """A support lead may read jobs and manage links, but not re-point an operator's link to
+    another tenant (or drop it): the link is part of the operator's account."""
+    lead = _account("lead", is_staff=True)
+    lead.user_permissions.set(
+        Permission.objects.filter(codename__in=("view_job", "view_user", "change_user"))
+        | Permission.objects.filter(content_type__app_label="api")
+    )
+    client = Client()
+    client.force_login(lead)
+    operator = _operator()
+    other = Tenant.objects.create(slug="other")
+    link = TenantUser.objects.create(user=operator, tenant=Tenant.objects.get(slug="acme"))
+    resp = client.post(
+        reverse("admin:api_tenantuser_change", args=[link.pk]), {"user": operator.pk, "tenant": other.pk}
+    )
+    assert resp.status_code == 403
+    unlinked = _operator()
+    resp = client.post(reverse("admin:api_tenantuser_add"), {"user": unlinked.pk, "tenant": other.pk})
+    assert resp.status_code == 403
+    assert not TenantUser.objects.filter(user=unlinked).exists()
+    assert TenantUser.objects.get(user=operator).tenant.slug == "acme"
+    assert client.post(reverse("admin:api_tenantuser_delete", args=[link.pk]), {"post": "yes"}).status_code == 403
+    # Its own kind of account (no staff flag, no more permissions) it may link.
+    plain = _account("plain")
+    resp = client.post(reverse("admin:api_tenantuser_add"), {"user": plain.pk, "tenant": other.pk})
+    assert resp.status_code == 302, resp.content[:300]

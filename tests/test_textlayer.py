@@ -15,7 +15,7 @@ BORN_DIGITAL = [
     "multi_page.pdf",
     "code_and_formula.pdf",
     "table_page_2305.03393v1-pg9.pdf",
-    "table_nics-background-checks-2015-11.pdf",
+    pytest.param("table_nics-background-checks-2015-11.pdf", marks=pytest.mark.slow),  # seconds: make test only
 ]
 
 

@@ -393,3 +393,15 @@ def test_table_answer_gives_the_same_cell_grid_as_the_cpu_path():
     assert cells[(0, 0)]["rowspan"] == 2 and cells[(0, 1)]["colspan"] == 2
     assert [cells[(2, c)]["text"] for c in range(3)] == ["OTSL", "0.965", "0.934"]
     assert all(c["bbox"] is None for c in grid["cells"])
+
+
+def test_gpu_time_is_each_request_s_share_of_the_server():
+    """Cost per page: a request alone on the server costs its whole time; requests in flight
+    together share it (the page's GPU seconds are the sum of its requests' shares)."""
+    with OpenAIServer(lambda body, n: Reply(text="ok", delay_s=0.1)) as server:
+        rec = recognizer(server, max_in_flight=4)
+        alone = rec.recognize(PAGE, REGIONS[:1]).texts[0]
+        together = rec.recognize(PAGE, [LayoutBox("text", (0, i * 10, 100, i * 10 + 9)) for i in range(8)]).texts
+    assert alone.gpu_ms == alone.latency_ms >= 100
+    assert all(0 < t.gpu_ms <= t.latency_ms for t in together)
+    assert sum(t.gpu_ms for t in together) < 0.6 * sum(t.latency_ms for t in together)

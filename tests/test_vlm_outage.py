@@ -161,7 +161,9 @@ def test_vlm_down_past_the_deadline_fails_the_page_and_the_admin_retry_redoes_on
 
 
 @pytest.mark.django_db(transaction=True)
-def test_vlm_answering_429_and_503_under_load_finishes_every_page_with_attempts_unspent(api, start_worker, broker):
+def test_vlm_answering_429_and_503_under_load_finishes_every_page_with_attempts_unspent(
+    api, start_worker, broker, capsys
+):
     """Six scans at once to a server that answers 429 and 503 to everything for its first
     OVERLOAD_S, through a thread-pool worker (as the cluster's ocr tier runs) that allows each
     page ONE attempt: every page is done, each read by one claim. Before overload was told apart
@@ -211,5 +213,9 @@ def test_vlm_answering_429_and_503_under_load_finishes_every_page_with_attempts_
         (p.status, p.attempts) for p in pages
     ]
     assert StageEvent.objects.filter(job_id__in=ids, stage="recognize", outcome="retry").count() == 0
+    with capsys.disabled():
+        print(
+            f"\n429/503 for {overload_s:.0f}s: {len(refused)} requests refused, {len(pages)} pages done, attempts 1 each"
+        )
     assert len(refused) >= len(pages)  # every page met the overload, none paid for it
     assert all(Region.objects.filter(page=p, text__startswith="VLM read:").exists() for p in pages)

@@ -277,3 +277,69 @@ def test_a_delivery_whose_message_was_lost_is_sent_by_the_beat(live_api, only_ho
     delivered = _wait_status(delivery.pk, "delivered")
     assert delivered.attempts == 1 and len(receiver.received) == 1
     assert WebhookDelivery.objects.get(pk=fresh.pk).attempts == 0, "a delivery not yet overdue is left alone"
+
+
+class SlowLoris:
+    """A receiver that reads the POST, then answers one byte of its status line and headers at a
+    time, every ``every`` seconds: each read is well inside a per-read timeout."""
+
+    def __init__(self, every: float) -> None:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/hooks/ocr"
+        self.every = every
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn) -> None:
+        with conn:
+            conn.recv(65536)
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"z" * 40:
+                if self.stop.wait(self.every):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.mark.django_db
+def test_a_slow_loris_receiver_cannot_hold_a_delivery_past_its_deadline(settings):
+    """The issue's receiver sent one header byte every 5 s and held deliveries 151 s although
+    OCR_WEBHOOK_TIMEOUT_S was 10 (a per-read timeout). Here: a byte every 0.5 s, a 2 s deadline."""
+    settings.OCR_WEBHOOK_ALLOW_NETS = ["127.0.0.1/32"]
+    settings.OCR_WEBHOOK_TIMEOUT_S = 2.0
+    loris = SlowLoris(every=0.5)
+    try:
+        job = _running_job("loris", loris.url)
+        delivery = WebhookDelivery.objects.create(job=job, tenant="loris", url=loris.url, event="job.done", payload={})
+        started = time.monotonic()
+        outcome = hooks.post(delivery, "{}", timezone.now())
+        took = time.monotonic() - started
+    finally:
+        loris.close()
+    assert outcome.error_code == "webhook:timeout", outcome
+    assert took < settings.OCR_WEBHOOK_TIMEOUT_S + 1.0, f"held {took:.1f} s"
+
+
+def test_webhook_deliveries_have_their_own_queue():
+    """A slow receiver holds a webhooks thread, never a slot of the pipeline's cpu queue."""
+    from ocrsite.vocabulary import ROUTES, Queue, TaskName
+
+    assert ROUTES[TaskName.DELIVER_WEBHOOK] == Queue.WEBHOOKS
+    assert Queue.WEBHOOKS not in (ROUTES[TaskName.INGEST], ROUTES[TaskName.ASSEMBLE])

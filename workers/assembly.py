@@ -13,6 +13,7 @@ from apps.jobs import services
 from apps.jobs.models import Job, Region
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
+from workers import costs
 from workers.content import confidence, formats
 from workers.retry import PipelineTask
 
@@ -30,13 +31,18 @@ def assemble_result(job_id: str) -> None:
     if not services.claim_attempt(job_id, "assembly"):
         return  # every earlier delivery died or hung here: the job failed job:stalled
     started = timezone.now()
-    pages = page_dicts(job)
-    markdown = formats.to_markdown(pages)
-    payload = formats.to_json(job_summary(job), pages)
-    md_name = services.save_bytes(f"results/{job.pk}.md", markdown.encode())
-    json_name = services.save_bytes(f"results/{job.pk}.json", payload.encode())
+    with costs.job_step("assemble", job):
+        pages = page_dicts(job)
+        markdown = formats.to_markdown(pages)
+        payload = formats.to_json(job_summary(job), pages)
+    # A rerun writes new names: the first attempt's files may still be named by jobs answered
+    # from the result cache (services.result_cache), and must not change under them.
+    stem = f"results/{job.pk}" if job.attempt <= 1 else f"results/{job.pk}-a{job.attempt}"
+    md_name = services.save_bytes(f"{stem}.md", markdown.encode())
+    json_name = services.save_bytes(f"{stem}.json", payload.encode())
     if services.finish_job(job.pk, md_name, json_name):
         services.record(job.pk, "assemble", started=started, detail={"pages": len(pages)})
+        services.register_result(job.pk)
 
 
 def job_summary(job: Job) -> dict:
@@ -82,6 +88,7 @@ def page_dicts(job: Job) -> list[dict]:
             "source": p.source,
             "rotation": p.rotation,
             "flags": p.flags,
+            "script": p.script,
             "confidence": confidence.page_confidence(
                 (r["text"], r["confidence"]) for r in regions_by_page.get(p.pk, [])
             ),

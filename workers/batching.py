@@ -136,17 +136,29 @@ class Collector(Batches):
         return handler
 
 
+def _first_arg(request: Any) -> Any:
+    args = request.args or ()
+    return args[0] if args else request.kwargs.get("page_ids", [])
+
+
 def page_ids_of(requests: Iterable[Any]) -> list[int]:
     """The page ids carried by a flush's requests, first-seen order, duplicates dropped.
 
-    A message is ``detect_layout(page_ids)``; older messages may carry several ids."""
+    A message is ``detect_layout(page_ids)``; older messages may carry several ids; a token
+    (``detect_layout(None)``) carries none (``tokens_of``)."""
     seen: dict[int, None] = {}
     for request in requests:
-        args = request.args or ()
-        ids = args[0] if args else request.kwargs.get("page_ids", [])
+        ids = _first_arg(request)
+        if ids is None:
+            continue
         for page_id in ids if isinstance(ids, list | tuple) else [ids]:
             seen.setdefault(int(page_id), None)
     return list(seen)
+
+
+def tokens_of(requests: Iterable[Any]) -> int:
+    """How many of a flush's requests are lane tokens: each takes one page from the lanes."""
+    return sum(1 for request in requests if _first_arg(request) is None)
 
 
 def chunked(ids: Sequence[int], size: int) -> list[list[int]]:

@@ -1,4 +1,5 @@
-"""What a document may cost: each PDF page's CPU seconds, memory and characters in ingest.
+"""What a document may cost: each page's CPU seconds, memory and characters in ingest (a PDF
+page read or drawn, an image frame decoded).
 
 A PDF's size says little about the work it asks for: a 40 KB file can hold a content stream that
 inflates to megabytes of text operators, and a small form drawn a million times costs the same
@@ -37,7 +38,9 @@ from typing import Any
 from apps.jobs.documents import (
     PDF_STORE_EVERY,
     InputError,
+    decode_frame,
     encode_png,
+    open_image,
     open_pdf,
     release_pdf_cache,
     render_pdf_page,
@@ -172,6 +175,64 @@ def upright_page(image, reader: orientation.LineReader | None) -> tuple[Any, ori
     return found
 
 
+# Images without a DPI tag: the common scanner default.
+DEFAULT_SCAN_DPI = 300
+
+
+def read_image_frames(
+    source: bytes | str,
+    indices: Sequence[int],
+    max_pixels: int,
+    budget: PageBudget,
+    reader: orientation.LineReader | None = None,
+) -> Iterator[ImagePage]:
+    """The frames ``indices`` of the image ``source`` (bytes or a path), in increasing order,
+    each decoded, turned upright (``reader``, as PDF pages are) and encoded within ``budget`` in
+    the same kind of child as PDF pages: a progressive JPEG whose scans repeat, an animation
+    whose frames are each drawn on a huge canvas or a TIFF of thousands of frames ends as
+    ``input:too-complex`` when a frame passes its CPU seconds or memory, never by the stage's
+    time limit. One open image serves every frame, so the n-th frame costs one decode, not n."""
+    if not indices:
+        return
+    yield from _in_child(lambda send: _read_frames(source, sorted(indices), max_pixels, budget, reader, send), budget)
+
+
+def _read_frames(
+    source: bytes | str,
+    indices: Sequence[int],
+    max_pixels: int,
+    budget: PageBudget,
+    reader: orientation.LineReader | None,
+    send,
+) -> None:
+    with open_image(source) as img:
+        for index in indices:
+            signal.setitimer(signal.ITIMER_PROF, budget.cpu_s)
+            send(("page", index))
+            image, dpi = decode_frame(img, index, max_pixels)
+            dpi = dpi or DEFAULT_SCAN_DPI
+            size_pt = (image.shape[1] * 72 / dpi, image.shape[0] * 72 / dpi)
+            # Layout and recognition read text upright only: a scan at 90, 180 or 270 degrees is
+            # stored turned back when reading it confirms the turn, as PDF pages are.
+            image, found = upright_page(image, reader)
+            if found.rotation % 180:
+                size_pt = (size_pt[1], size_pt[0])
+            send(
+                ImagePage(
+                    index,
+                    size_pt,
+                    encode_png(image),
+                    dpi,
+                    image.shape[1],
+                    image.shape[0],
+                    found.rotation,
+                    found.flags,
+                )
+            )
+            del image
+        signal.setitimer(signal.ITIMER_PROF, 0)
+
+
 def _in_child(work: Callable[[Callable[[Any], None]], None], budget: PageBudget) -> Iterator[Any]:
     """Run ``work(send)`` in a forked child under ``budget``; yield what it sends, in order.
 
@@ -199,11 +260,15 @@ def _in_child(work: Callable[[Callable[[Any], None]], None], budget: PageBudget)
                     send(("input-error", exc.code, exc.message))
                 except MemoryError:
                     send(("too-complex", "more memory than its budget"))
+                except RecursionError:
+                    send(("too-complex", "objects nested deeper than a reader follows"))
                 except Exception as exc:
                     if _out_of_memory(exc):  # MuPDF's own allocation failure, raised as its error type
                         send(("too-complex", "more memory than its budget"))
-                    else:  # reported to the parent, which raises it as its own
-                        send(("error", f"{type(exc).__name__}: {exc}"))
+                    elif _too_deep(exc):  # MuPDF's "exception stack overflow": forms drawing forms
+                        send(("too-complex", "objects nested deeper than a reader follows"))
+                    else:  # a library's error on these bytes: the document's fault, never retried
+                        send(("input-error", str(ErrorCode.INPUT_CORRUPT), f"{type(exc).__name__}: {exc}"))
         except BaseException:
             code = 1
         finally:
@@ -296,6 +361,11 @@ def _out_of_memory(exc: BaseException | None) -> bool:
         exc = exc.__cause__ or exc.__context__
         seen += 1
     return False
+
+
+def _too_deep(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "stack overflow" in text or "too deep" in text or "nesting" in text
 
 
 def _too_complex(page: int | None, why: str) -> InputError:

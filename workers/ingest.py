@@ -18,34 +18,48 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.jobs import enqueue, page_ranges, services, states
-from apps.jobs.documents import InputError, encode_png, load_image_frame
+from apps.jobs import enqueue, lanes, page_ranges, services, states
+from apps.jobs.documents import InputError
 from apps.jobs.models import Job, Page, StageEvent
 from ocrsite.celery import app
 from ocrsite.vocabulary import ErrorCode, TaskName
-from workers import budget, engine_setup
+from workers import budget, costs, engine_setup
 from workers.engines import textlayer
 from workers.regions import write_regions
 from workers.retry import PipelineTask
 
 log = logging.getLogger(__name__)
 
-# Scans without a DPI tag: the common scanner default.
-DEFAULT_SCAN_DPI = 300
 SPOOL_CHUNK = 1 << 20
 
 
 @app.task(base=PipelineTask, name=TaskName.INGEST.value)
-def ingest(job_id: str) -> None:
-    """Split a job into pages; safe to deliver twice. A job that is gone or finished is left alone."""
-    split_document(job_id)
+def ingest(job_id: str | None) -> None:
+    """Split a job into pages; safe to deliver twice. A job that is gone or finished is left alone.
+    Without an id (a lane token), the fairest next job of the tenants' lanes (``apps.jobs.lanes``):
+    a tenant whose documents already hold ingest slots is served after the others."""
+    if job_id is not None:
+        split_document(job_id)
+        return
+    taken = lanes.take_live("ingest", 1, settings.OCR_INGEST_HARD_LIMIT, _waiting_for_ingest)
+    try:
+        for _, item in taken:
+            split_document(item)
+    finally:
+        if taken:
+            lanes.release("ingest", taken)
+
+
+def _waiting_for_ingest(items: list[str]) -> set[str]:
+    """Queued jobs, and running ones (a redelivery finishes what an earlier ingest left)."""
+    active = Job.objects.filter(pk__in=items, status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
+    return {str(pk) for pk in active.values_list("pk", flat=True)}
 
 
 def split_document(job_id: str) -> None:
@@ -66,13 +80,16 @@ def split_document(job_id: str) -> None:
         started = timezone.now()
         send_on = _sender(job)
         try:
-            with local_copy(job.source.name) as path:
+            with costs.job_step("ingest", job), local_copy(job.source.name) as path:
                 waiting, created = _split_pages(job, path, send_on)
         except SoftTimeLimitExceeded:
             limit = settings.OCR_INGEST_SOFT_LIMIT
             exc = InputError(ErrorCode.INPUT_TOO_COMPLEX, f"the document took longer than {limit} s to split")
         except InputError as caught:
             exc = caught
+        except Cancelled:
+            services.record(job_id, "ingest", started=started, outcome="cancelled")
+            return
         else:
             exc = None
         if exc is not None:
@@ -87,12 +104,13 @@ def split_document(job_id: str) -> None:
 def _sender(job: Job) -> Callable[[int], None]:
     """Sends one stored page on to its next stage, as soon as the page's row is committed, so
     layout and recognition start on the first pages while ingest renders the rest."""
+    tenant = job.tenant
     if engine_setup.for_job(job.engine).needs_layout:
-        return lambda page_id: transaction.on_commit(lambda: enqueue.detect_layout([page_id]))
+        return lambda page_id: transaction.on_commit(lambda: enqueue.detect_layout([page_id], tenant=tenant))
 
     def skip_layout(page_id: int) -> None:
         if services.move_page(page_id, states.SKIP_LAYOUT):
-            transaction.on_commit(lambda: enqueue.recognize([page_id]))
+            transaction.on_commit(lambda: enqueue.recognize([page_id], tenant=tenant))
 
     return skip_layout
 
@@ -155,6 +173,7 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
     dpi = settings.OCR_DPI
     waiting: list[int] = []
     created = 0
+    still = _StillRunning(job.pk)
     if job.kind == "pdf":
         # Each page is read under its budget in a child process (workers/budget.py): a page that
         # asks for more ends the job as input:too-complex instead of taking the worker with it.
@@ -178,6 +197,7 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
         )
         for found in budget.read_pdf_pages(path, unread, request, page_budget()):
             created += 1
+            still.check()
             if isinstance(found, budget.TextPage):
                 _finish_text_page(job, found, dpi)
                 continue
@@ -195,19 +215,59 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
             waiting.append(page.pk)
             send_on(page.pk)
     else:
+        # Image frames are decoded under the same budget, in the same kind of child, as PDF pages.
+        unread = []
         for index in page_ranges.indices(spec) if spec else range(job.page_count):
             page = existing.get(index)
             if page and page.status != Page.Status.QUEUED:
                 continue
             if page is None or not page.image:
-                image, img_dpi = load_image_frame(path, index, settings.OCR_MAX_IMAGE_PIXELS)
-                img_dpi = img_dpi or DEFAULT_SCAN_DPI
-                size_pt = (image.shape[1] * 72 / img_dpi, image.shape[0] * 72 / img_dpi)
-                page = _store_page_image(job, index, image, img_dpi, size_pt)
-                created += 1
+                unread.append(index)
+            else:
+                waiting.append(page.pk)
+                send_on(page.pk)
+        frames = budget.read_image_frames(
+            path, unread, settings.OCR_MAX_IMAGE_PIXELS, page_budget(), engine_setup.orientation_reader()
+        )
+        for found in frames:
+            created += 1
+            page = _store_page(
+                job,
+                found.index,
+                found.png,
+                found.dpi,
+                found.width,
+                found.height,
+                found.size_pt,
+                found.rotation,
+                found.flags,
+            )
             waiting.append(page.pk)
             send_on(page.pk)
+            still.check()
     return waiting, created
+
+
+class Cancelled(Exception):
+    """The job left ``running`` (cancelled by its tenant or an operator) while it was split."""
+
+
+class _StillRunning:
+    """Looks, at most once a second, whether the job is still running: a cancelled job's
+    remaining pages are not read (its child is stopped when the split unwinds)."""
+
+    EVERY_S = 1.0
+
+    def __init__(self, job_id) -> None:
+        self.job_id = job_id
+        self.next = time.monotonic() + self.EVERY_S
+
+    def check(self) -> None:
+        if time.monotonic() < self.next:
+            return
+        self.next = time.monotonic() + self.EVERY_S
+        if not Job.objects.filter(pk=self.job_id, status=Job.Status.RUNNING).exists():
+            raise Cancelled(str(self.job_id))
 
 
 def page_budget() -> budget.PageBudget:
@@ -216,19 +276,6 @@ def page_budget() -> budget.PageBudget:
         memory_bytes=settings.OCR_PAGE_MEMORY_MB * 1024 * 1024,
         max_chars=settings.OCR_PAGE_MAX_CHARS,
         wall_s=settings.OCR_PAGE_WALL_SECONDS,
-    )
-
-
-def _store_page_image(job: Job, index: int, image: np.ndarray, dpi: int, size_pt) -> Page:
-    # Layout and recognition read text upright only: a scan at 90, 180 or 270 degrees is
-    # stored turned back, so they and the console all see the upright page. (PDF pages are
-    # turned in ingest's budgeted child: workers/budget.py.) A turn is made only when reading
-    # the page confirms it (workers/content/orientation.py); otherwise the page is flagged.
-    image, found = budget.upright_page(image, engine_setup.orientation_reader())
-    if found.rotation % 180:
-        size_pt = (size_pt[1], size_pt[0])
-    return _store_page(
-        job, index, encode_png(image), dpi, image.shape[1], image.shape[0], size_pt, found.rotation, found.flags
     )
 
 

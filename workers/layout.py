@@ -15,10 +15,10 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 
-from apps.jobs import enqueue, services, states
-from apps.jobs.models import Page
+from apps.jobs import enqueue, lanes, services, states
+from apps.jobs.models import Job, Page
 from ocrsite.celery import app
-from ocrsite.vocabulary import TaskName
+from ocrsite.vocabulary import Queue, TaskName
 from workers import batching, engine_setup
 from workers.batching import Collector
 from workers.engines.base import EngineError, LayoutBox, LayoutEngine
@@ -34,9 +34,37 @@ from workers.stage import PageStage
 )
 def detect_layout(requests: list) -> None:
     """Pages collected from any jobs, in passes of at most OCR_LAYOUT_BATCH. Messages are acked
-    after the pass; pages that failed transiently are sent again with backoff."""
-    for chunk in batching.chunked(batching.page_ids_of(requests), settings.OCR_LAYOUT_BATCH):
-        detect_pages(chunk)
+    after the pass; pages that failed transiently are sent again with backoff. A token (a message
+    without ids) takes the fairest next page from the tenants' lanes (``apps.jobs.lanes``); the
+    bulk queue's messages always carry their ids, and what they lead to stays on the bulk lane."""
+    bulk, online = [], []
+    for request in requests:
+        delivered = (getattr(request, "delivery_info", None) or {}).get("routing_key")
+        (bulk if delivered == Queue.BULK else online).append(request)
+    if bulk:
+        with enqueue.lane(Queue.BULK):
+            for chunk in batching.chunked(batching.page_ids_of(bulk), settings.OCR_LAYOUT_BATCH):
+                detect_pages(chunk)
+    if online:
+        _detect_online(online)
+
+
+def _detect_online(requests: list) -> None:
+    ids = batching.page_ids_of(requests)
+    tokens = batching.tokens_of(requests)
+    taken = lanes.take_live("layout", tokens, settings.OCR_TASK_HARD_LIMIT, _waiting_for_layout) if tokens else []
+    try:
+        ids += [int(item) for _, item in taken if int(item) not in ids]
+        for chunk in batching.chunked(ids, settings.OCR_LAYOUT_BATCH):
+            detect_pages(chunk)
+    finally:
+        if taken:
+            lanes.release("layout", taken)
+
+
+def _waiting_for_layout(items: list[str]) -> set[str]:
+    ids = Page.objects.filter(pk__in=[int(i) for i in items], status=Page.Status.QUEUED, job__status=Job.Status.RUNNING)
+    return {str(pk) for pk in ids.values_list("pk", flat=True)}
 
 
 # Boxes (or the page's own failure) and the engine's name, per page id.
@@ -54,7 +82,7 @@ def detect_pages(page_ids: list[int]) -> None:
 def _write_boxes(pages: list[Page], detected: Detected, started: datetime, elapsed_ms: int) -> None:
     found, engine_names = detected
     per_page_ms = int(elapsed_ms / max(1, len(pages)))
-    ready = []
+    ready: dict[str, list[int]] = {}
     for page in pages:
         boxes = found[page.pk]
         if isinstance(boxes, EngineError):
@@ -69,10 +97,11 @@ def _write_boxes(pages: list[Page], detected: Detected, started: datetime, elaps
             if not services.move_page(page.pk, states.LAYOUT_DONE, layout_ms=per_page_ms, attempts=0):
                 continue
             write_regions(page, [(b, None) for b in boxes], source=Page.Source.OCR, engine="")
-            ready.append(page.pk)
+            ready.setdefault(page.job.tenant, []).append(page.pk)
         LAYOUT.done(page, started, {"regions": len(boxes), "batch": len(pages), "engine": engine_names[page.pk]})
-    if ready:
-        transaction.on_commit(lambda: enqueue.recognize(ready))
+    # Each tenant's pages to its own lane of recognition.
+    for tenant, ids in ready.items():
+        transaction.on_commit(lambda tenant=tenant, ids=ids: enqueue.recognize(ids, tenant=tenant))
 
 
 def _detect_per_engine(pages: list[Page]) -> Detected:

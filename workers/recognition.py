@@ -18,7 +18,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import transaction
 
-from apps.jobs import enqueue, services, states
+from apps.jobs import enqueue, lanes, services, states
 from apps.jobs.models import Job, Page, Region
 from ocrsite.celery import app
 from ocrsite.vocabulary import TaskName
@@ -31,12 +31,29 @@ from workers.stage import PageStage
 
 
 @app.task(base=PipelineTask, name=TaskName.RECOGNIZE.value)
-def recognize(page_id: int) -> None:
-    """Text for every region of one page; safe to deliver twice."""
-    recognize_page(page_id)
+def recognize(page_id: int | None) -> None:
+    """Text for every region of one page; safe to deliver twice. Without an id (a lane token),
+    the fairest next page of the tenants' lanes (``apps.jobs.lanes``)."""
+    if page_id is not None:
+        recognize_page(page_id)
+        return
+    taken = lanes.take_live("recognize", 1, settings.OCR_TASK_HARD_LIMIT, _waiting_for_recognition)
+    try:
+        for _, item in taken:
+            recognize_page(int(item))
+    finally:
+        if taken:
+            lanes.release("recognize", taken)
 
 
 RECOGNITION = PageStage("recognize", states.CLAIM_FOR_RECOGNITION, states.RECOGNITION_FAILED, enqueue.recognize)
+
+
+def _waiting_for_recognition(items: list[str]) -> set[str]:
+    ids = Page.objects.filter(
+        pk__in=[int(i) for i in items], status=Page.Status.DETECTED, job__status=Job.Status.RUNNING
+    )
+    return {str(pk) for pk in ids.values_list("pk", flat=True)}
 
 
 class Read(NamedTuple):
@@ -77,19 +94,27 @@ def _write(pages: list[Page], read: Read, started: datetime, elapsed_ms: int) ->
         # are kept as given.
         if found and (regions or any(box.order is None for box, _ in found)):
             renumber(page)
-        flags = _confidence_flags(page)
+        if result.script:
+            # The script the recognizer judged the page to be in (the JSON's page ``script``).
+            Page.objects.filter(pk=page.pk).update(script=result.script)
+        flags = _confidence_flags(page, result.flags)
         services.flag_job(page.job_id, flags)  # before the page counts: assembly reads the job's flags
-        if services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed_ms, flags=flags) is None:
+        # The VLM's estimated GPU time for this page (0 on the CPU engines).
+        gpu_ms = sum(t.gpu_ms or 0 for t in result.texts) + sum(t.gpu_ms or 0 for _, t in found)
+        finished = services.finish_page(page.pk, states.RECOGNIZED, recognize_ms=elapsed_ms, flags=flags, gpu_ms=gpu_ms)
+        if finished is None:
             # The claim went stale and was handed on: the other worker's text is the one kept.
             transaction.set_rollback(True)
             return
     RECOGNITION.done(page, started, {"regions": len(regions) + len(found), "engine": engine.name})
 
 
-def _confidence_flags(page: Page) -> list[str]:
-    """The page's flags with ``ocr:low-confidence`` judged on the text it now holds."""
+def _confidence_flags(page: Page, found: tuple[str, ...] = ()) -> list[str]:
+    """The page's flags, with those the recognizer raised (``found``: ``script:unsupported``) and
+    ``ocr:low-confidence`` judged on the text it now holds."""
     read = confidence.page_confidence(page.regions.values_list("text", "confidence"))
-    return confidence.with_confidence_flag(page.flags or [], read, settings.OCR_LOW_CONFIDENCE)
+    flags = list(dict.fromkeys([*(page.flags or []), *found]))
+    return confidence.with_confidence_flag(flags, read, settings.OCR_LOW_CONFIDENCE)
 
 
 def _cancel_check(job_id) -> Callable[[], bool]:

@@ -33,7 +33,9 @@ from celery import Task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from apps.jobs import enqueue
 from ocrsite import backoff
+from ocrsite.vocabulary import Queue
 from workers.engines.base import EngineError
 
 # Failures of the machinery around a stage (broker, database, storage connections), not of the
@@ -77,8 +79,11 @@ class PipelineTask(Task):
     ignore_result = True
 
     def __call__(self, *args, **kwargs):
+        # A message taken from the bulk queue sends what follows on the bulk lane too.
+        delivered = (self.request.delivery_info or {}).get("routing_key")
         try:
-            return super().__call__(*args, **kwargs)
+            with enqueue.lane(Queue.BULK if delivered == Queue.BULK else None):
+                return super().__call__(*args, **kwargs)
         except Exception as exc:
             rules = policy()
             if not rules.is_transient(exc) or self.max_retries == 0:

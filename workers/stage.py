@@ -31,6 +31,7 @@ from apps.jobs.models import Page
 from apps.jobs.states import PageMove
 from ocrsite import logcontext
 from ocrsite.vocabulary import ErrorCode
+from workers import costs
 from workers.engines.base import EngineError
 from workers.retry import policy
 
@@ -68,12 +69,13 @@ class PageStage:
             logcontext.bind(job_id=pages[0].job_id, page_id=pages[0].pk)
         started = timezone.now()
         t0 = time.perf_counter()
-        try:
-            found = read(pages)
-        except EngineError as exc:
-            self._engine_failed(pages, exc, started)
-            return
-        write(pages, found, started, int((time.perf_counter() - t0) * 1000))
+        with costs.page_step(self.name, pages):
+            try:
+                found = read(pages)
+            except EngineError as exc:
+                self._engine_failed(pages, exc, started)
+                return
+            write(pages, found, started, int((time.perf_counter() - t0) * 1000))
 
     def fail(self, page: Page, exc: EngineError, started: datetime) -> None:
         """This page fails with the engine's code; the rest of its batch goes on."""

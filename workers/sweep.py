@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db.models import Count, F
 from django.utils import timezone
 
-from apps.jobs import enqueue, monitoring, services, states
+from apps.jobs import batches, enqueue, monitoring, services, states
 from apps.jobs.models import Job, Page
 from ocrsite.celery import app
 from ocrsite.vocabulary import ErrorCode, Queue, TaskName
@@ -59,18 +59,58 @@ def resend_lost_work() -> dict[str, int]:
         counts[f"released_{claimed}"] = len(back)
         counts[f"stalled_{claimed}"] = len(spent)
     room = _room()
-    waiting = Page.objects.filter(updated_at__lt=stale, job__status=Job.Status.RUNNING)
-    for status, queue in states.PAGE_WAITS_FOR.items():
-        take = max(0, room[queue] - len(resend[status]))
-        resend[status] += list(waiting.filter(status=status).values_list("pk", flat=True)[:take])
-    enqueue.detect_layout(resend[states.PageStatus.QUEUED])
-    enqueue.recognize(resend[states.PageStatus.DETECTED])
-    # Touch what we re-sent so the next sweep waits a full period before sending it again.
-    Page.objects.filter(pk__in=[pk for ids in resend.values() for pk in ids]).update(updated_at=now)
+    # Each lane's work goes back to its own queues, into that lane's room: a batch's backlog
+    # neither takes the online queues' room nor lands on them.
+    sent_pages: dict[states.PageStatus, int] = dict.fromkeys(states.PAGE_WAITS_FOR, 0)
+    ingest_all: list = []
+    assemble_all: list = []
+    bulk_claimed = set(
+        Page.objects.filter(pk__in=[pk for ids in resend.values() for pk in ids], job__batch__isnull=False).values_list(
+            "pk", flat=True
+        )
+    )
+    for bulk in (False, True):
+        lane_room = dict.fromkeys(Queue, room[Queue.BULK]) if bulk else room
+        mine = {status: [pk for pk in ids if (pk in bulk_claimed) == bulk] for status, ids in resend.items()}
+        waiting = Page.objects.filter(updated_at__lt=stale, job__status=Job.Status.RUNNING, job__batch__isnull=not bulk)
+        for status, queue in states.PAGE_WAITS_FOR.items():
+            take = max(0, lane_room[queue] - len(mine[status]))
+            mine[status] += list(waiting.filter(status=status).values_list("pk", flat=True)[:take])
+        jobs = Job.objects.filter(updated_at__lt=stale, batch__isnull=not bulk)
+        ingest, assemble = _lost_jobs(jobs, lane_room[Queue.CPU])
+        with enqueue.lane(enqueue.lane_of(bulk=bulk)):
+            enqueue.detect_layout(mine[states.PageStatus.QUEUED])
+            enqueue.recognize(mine[states.PageStatus.DETECTED])
+            for job_id in ingest:
+                enqueue.ingest(job_id)
+            for job_id in assemble:
+                enqueue.assemble(job_id)
+        # Touch what we re-sent so the next sweep waits a full period before sending it again.
+        Page.objects.filter(pk__in=[pk for ids in mine.values() for pk in ids]).update(updated_at=now)
+        # Touch them too, as for pages: without it every sweep (every few seconds) re-sent every job
+        # of a backlog that waits longer than OCR_STALE_AFTER, and the copies buried the real work.
+        Job.objects.filter(pk__in=ingest + assemble).update(updated_at=now)
+        for status, ids in mine.items():
+            sent_pages[status] += len(ids)
+        ingest_all += ingest
+        assemble_all += assemble
+    # A batch whose expansion message was lost (its poll stopped) gets it again.
+    expansions = batches.stalled_expansions(settings.OCR_STALE_AFTER)
+    for batch_id in expansions:
+        batches.send_expansion(batch_id)
+    counts.update(
+        layout=sent_pages[states.PageStatus.QUEUED],
+        recognize=sent_pages[states.PageStatus.DETECTED],
+        ingest=len(ingest_all),
+        assemble=len(assemble_all),
+        batches=len(expansions),
+    )
+    return counts
 
-    jobs = Job.objects.filter(updated_at__lt=stale)
+
+def _lost_jobs(jobs, cpu_room: int) -> tuple[list, list]:
+    """Jobs (of one lane) whose ingest or assembly message is lost: (ingest, assemble)."""
     # Ingest and assembly share the cpu queue's room; assembly first: it finishes jobs.
-    cpu_room = room[Queue.CPU]
     assemble = list(jobs.filter(status=Job.Status.ASSEMBLING).values_list("pk", flat=True)[:cpu_room])
     cpu_room -= len(assemble)
     ingest = list(jobs.filter(status=Job.Status.QUEUED).values_list("pk", flat=True)[:cpu_room])
@@ -81,25 +121,10 @@ def resend_lost_work() -> dict[str, int]:
         jobs.filter(status=Job.Status.RUNNING)
         .annotate(made=Count("pages"))
         .filter(made__lt=F("page_count"))
-        .values_list("pk", flat=True)[:cpu_room]
+        .values_list("pk", flat=True)[: max(0, cpu_room)]
     )
     # Jobs whose stage died on every delivery fail job:stalled instead of being sent once more.
-    ingest = services.within_attempts(ingest, "ingest")
-    assemble = services.within_attempts(assemble, "assembly")
-    for job_id in ingest:
-        enqueue.ingest(job_id)
-    for job_id in assemble:
-        enqueue.assemble(job_id)
-    # Touch them too, as for pages: without it every sweep (every few seconds) re-sent every job
-    # of a backlog that waits longer than OCR_STALE_AFTER, and the copies buried the real work.
-    Job.objects.filter(pk__in=ingest + assemble).update(updated_at=now)
-    counts.update(
-        layout=len(resend[states.PageStatus.QUEUED]),
-        recognize=len(resend[states.PageStatus.DETECTED]),
-        ingest=len(ingest),
-        assemble=len(assemble),
-    )
-    return counts
+    return services.within_attempts(ingest, "ingest"), services.within_attempts(assemble, "assembly")
 
 
 def _room() -> dict[Queue, int]:

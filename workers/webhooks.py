@@ -1,4 +1,9 @@
-"""Webhook delivery [queue: cpu]: one POST attempt per message, by delivery id and attempt number.
+"""Webhook delivery [queue: webhooks]: one POST attempt per message, by delivery id and attempt
+number, within OCR_WEBHOOK_TIMEOUT_S in all (``apps.webhooks.egress``: a total deadline, so a
+receiver that trickles its answer cannot hold a delivery longer). Its own queue: a receiver's
+latency never takes a slot of the pipeline's ``cpu`` queue; KEDA wakes the tier on pending
+deliveries due, counted in PostgreSQL. The beat's re-send of lost
+deliveries stays on ``cpu`` (a database scan), so the webhook tier may sleep at zero.
 
 The attempt number is the claim (``apps.webhooks.services.attempt``), so a redelivered message
 sends nothing twice; the attempt schedules its own successor with exponential backoff.

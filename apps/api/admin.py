@@ -7,13 +7,22 @@ permission on the object itself; an account that manages users and keys but may 
 users' permissions, groups and staff/superuser flags (a helpdesk that may change users could
 otherwise give itself job permissions), and DRF's token admin is not registered: it lists
 every token's key in plain text. API keys are shown once, in the message after saving.
+
+Nobody manages an account that may do more than they may (``may_manage``): a user-manager who
+could set a superuser's or an operator's password would log in as them. Staff and superuser
+accounts are changed by superusers only (their own account aside), and any other account only by
+someone who holds every permission it holds; the same rule guards the password form, deletion,
+and the API-user links of such an account. Groups are edited by superusers only: a group's
+permissions reach every member.
 """
 
 from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.http import HttpRequest
 from rest_framework.authtoken.admin import TokenAdmin
@@ -37,6 +46,23 @@ READ_JOBS = "jobs.view_job"
 
 def may_grant_tenant_reach(request: HttpRequest) -> bool:
     return request.user.has_perm(READ_JOBS)
+
+
+def may_manage(actor, target) -> bool:
+    """Whether ``actor`` may change ``target``'s account (credentials, flags, links, deletion).
+
+    Superusers may change any account, and anyone their own (the user admin keeps privileges
+    read-only for non-superusers). Otherwise the target must be neither staff nor superuser and
+    hold no permission the actor lacks: managing an account must never be a way to act as one
+    that may do more.
+    """
+    if not actor.is_active:
+        return False
+    if actor.is_superuser or target.pk == actor.pk:
+        return True
+    if target.is_superuser or target.is_staff:
+        return False
+    return target.get_all_permissions() <= actor.get_all_permissions()
 
 
 class GrantsTenantReach:
@@ -67,6 +93,18 @@ class TenantUserAdmin(GrantsTenantReach, admin.ModelAdmin):
     search_fields = ("user__username", "tenant__slug")
     autocomplete_fields = ("user", "tenant")
 
+    # A link gives its user a tenant's reach through the API: only for accounts the editor may manage.
+    def has_change_permission(self, request, obj=None) -> bool:
+        return super().has_change_permission(request, obj) and (obj is None or may_manage(request.user, obj.user))
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return super().has_delete_permission(request, obj) and (obj is None or may_manage(request.user, obj.user))
+
+    def save_model(self, request, obj, form, change) -> None:
+        if not may_manage(request.user, obj.user):
+            raise PermissionDenied("that account may do more than you may")
+        super().save_model(request, obj, form, change)
+
 
 @admin.register(TenantAPIKey)
 class TenantAPIKeyAdmin(GrantsTenantReach, APIKeyModelAdmin):
@@ -91,3 +129,38 @@ class GuardedUserAdmin(UserAdmin):
     def get_readonly_fields(self, request, obj=None):
         fields = super().get_readonly_fields(request, obj)
         return fields if request.user.is_superuser else (*fields, *self.PRIVILEGES)
+
+    # Django's password form (``user_change_password``) and the change form both ask this with
+    # the account: an account beyond the editor's own is refused (403), not shown as editable.
+    def has_change_permission(self, request, obj=None) -> bool:
+        return super().has_change_permission(request, obj) and (obj is None or may_manage(request.user, obj))
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return super().has_delete_permission(request, obj) and (obj is None or may_manage(request.user, obj))
+
+    def delete_queryset(self, request, queryset) -> None:
+        # The changelist's bulk delete asks has_delete_permission without an account: check each.
+        if not all(may_manage(request.user, user) for user in queryset):
+            raise PermissionDenied("an account in the selection may do more than you may")
+        super().delete_queryset(request, queryset)
+
+
+if admin.site.is_registered(Group):
+    admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class SuperuserGroupAdmin(GroupAdmin):
+    """A group's permissions reach every member, the editor included: superusers only."""
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser

@@ -45,6 +45,14 @@ STATUS: dict[str, int] = {
     ErrorCode.JOB_NOT_READY: 409,
     ErrorCode.JOB_NOT_CANCELLABLE: 409,
     ErrorCode.JOB_RESULT_PURGED: 410,
+    # Batches.
+    ErrorCode.BATCH_NOT_FOUND: 404,
+    ErrorCode.BATCH_NOT_READY: 409,
+    ErrorCode.BATCH_NOT_CANCELLABLE: 409,
+    ErrorCode.BATCH_PREFIX_NOT_ALLOWED: 403,
+    ErrorCode.BATCH_EMPTY: 400,
+    ErrorCode.BATCH_TOO_MANY_ITEMS: 413,
+    ErrorCode.BATCH_ITEM_MISSING: 422,  # an item's code in the manifest (a failed job), not a door refusal
     # The request itself.
     ErrorCode.REQUEST_ERROR: 400,
     ErrorCode.REQUEST_INVALID: 400,
@@ -56,6 +64,8 @@ STATUS: dict[str, int] = {
     ErrorCode.REQUEST_BAD_FORMAT: 400,
     ErrorCode.REQUEST_BAD_IDEMPOTENCY_KEY: 400,
     ErrorCode.REQUEST_BAD_PAGES: 400,
+    # A callback_url the deployment's egress cannot deliver (OCR_WEBHOOK_SCHEMES / _PORTS).
+    ErrorCode.WEBHOOK_UNDELIVERABLE: 400,
     # Identity and limits.
     ErrorCode.AUTH_NOT_AUTHENTICATED: 401,
     ErrorCode.AUTH_INVALID_CREDENTIALS: 401,

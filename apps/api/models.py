@@ -49,6 +49,12 @@ class Tenant(models.Model):
         help_text="Private networks (CIDR, comma-separated) this tenant's callbacks may reach, "
         "on top of OCR_WEBHOOK_ALLOW_NETS.",
     )
+    batch_prefixes = models.TextField(
+        blank=True,
+        default="",
+        help_text="Key prefixes in the deployment's storage (comma-separated, e.g. archives/acme/) that this "
+        "tenant's batches may read; empty: batches from storage keys are refused (upload ids still work).",
+    )
 
     class Meta:
         ordering = ["slug"]
@@ -100,6 +106,12 @@ class TenantAPIKey(AbstractAPIKey):
         super().clean()
         if self.tenant and not Tenant.objects.filter(slug=self.tenant).exists():
             raise ValidationError({"tenant": f"no tenant {self.tenant!r}: create it first"})
+
+
+def batch_prefixes(tenant: str) -> list[str]:
+    """The storage key prefixes the tenant's batches may read (none: no prefix or key batches)."""
+    raw = Tenant.objects.filter(slug=tenant).values_list("batch_prefixes", flat=True).first() or ""
+    return [p.strip() for p in raw.split(",") if p.strip()]
 
 
 def webhook_allow_nets(tenant: str) -> list[str]:

@@ -160,9 +160,12 @@ def waiting_by_tenant() -> dict[str, int]:
     jobs are counted too: an overestimate that errs towards refusing.
     """
     waiting: dict[str, int] = {}
-    queued = Job.objects.filter(status=Job.Status.QUEUED).values("tenant").annotate(n=Sum("page_count"))
+    # A batch's jobs wait on the bulk lane, bounded by OCR_BATCH_WINDOW: they never close the door.
+    queued = (
+        Job.objects.filter(status=Job.Status.QUEUED, batch__isnull=True).values("tenant").annotate(n=Sum("page_count"))
+    )
     split = (
-        Page.objects.filter(status__in=list(PAGE_WAITS_FOR), job__status=Job.Status.RUNNING)
+        Page.objects.filter(status__in=list(PAGE_WAITS_FOR), job__status=Job.Status.RUNNING, job__batch__isnull=True)
         .values("job__tenant")
         .annotate(n=Count("pk"))
     )
@@ -183,11 +186,10 @@ def check_backpressure(tenant: str, pages: int) -> None:
 
     - A tenant with a ``backlog_share`` (or OCR_BACKLOG_SHARE below 1) may have at most that
       fraction of OCR_BACKPRESSURE_PAGES waiting, busy platform or not.
-    - Once more than OCR_BACKPRESSURE_PAGES wait in all, a tenant is refused only while it holds
-      at least an equal share of that threshold among the tenants with pages waiting (itself
-      included): the tenant that filled the queue waits, a tenant with little or nothing waiting
-      is still admitted. Overshoot is bounded: tenants under their equal share hold less than
-      the threshold between them.
+    - Once more than OCR_BACKPRESSURE_PAGES would wait in all with this document, a tenant is
+      refused while its waiting pages plus this document's would pass an equal share of that
+      threshold among the tenants with pages waiting (itself included): the tenant that filled
+      the queue waits, a tenant with little waiting and a small document is still admitted.
 
     The refusal speaks of the caller's own pages only, never of the platform's queue.
     """
@@ -200,11 +202,18 @@ def check_backpressure(tenant: str, pages: int) -> None:
     if share < 1.0 and mine + pages > (cap := math.floor(share * threshold)):
         _refuse(f"this tenant has {mine} pages waiting for OCR and may have at most {cap}; retry later")
     total = sum(waiting.values())
-    if total > threshold:
+    # The document being admitted counts: a tenant under its share must not bring a
+    # 1,000-page document onto a backlog already over the threshold. A tenant with nothing
+    # waiting may still bring one document of any allowed size while the backlog is within the
+    # threshold (else a big document would wait for an idle platform); the overshoot is then
+    # at most one document per such tenant.
+    if total + pages > threshold:
         busy_tenants = len(waiting.keys() | {tenant})
-        if mine >= threshold / busy_tenants:
+        fits_alone = mine == 0 and total <= threshold
+        if mine + pages > threshold / busy_tenants and not fits_alone:
             _refuse(
-                f"this tenant has {mine} pages waiting for OCR, its full share while the platform is busy; retry later"
+                f"this tenant has {mine} pages waiting for OCR and this document has {pages}: more than its "
+                "share while the platform is busy; retry later"
             )
 
 

@@ -13,11 +13,14 @@ Whatever the backend enforces, the job's creation checks the stored object again
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from django.conf import settings
 from django.core import signing
+from django.core.cache import cache
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
@@ -136,7 +139,7 @@ def receive_content(request: HttpRequest, upload_id) -> HttpResponse:
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > slot.size_bytes:
         raise InputError(ErrorCode.INPUT_TOO_LARGE, f"{slot.size_bytes} bytes were declared for this upload")
-    with tempfile.TemporaryFile(prefix="ocr-upload-") as spool:
+    with tempfile.NamedTemporaryFile(prefix="ocr-upload-", dir=_spool_dir()) as spool:
         received = 0
         for chunk in iter(lambda: request.read(_CHUNK), b""):
             received += len(chunk)
@@ -147,6 +150,45 @@ def receive_content(request: HttpRequest, upload_id) -> HttpResponse:
             raise InputError(
                 ErrorCode.UPLOAD_SIZE_MISMATCH, f"{received} bytes arrived; {slot.size_bytes} were declared"
             )
-        spool.seek(0)
-        default_storage.save(slot.key, File(spool, name=slot.key))
+        spool.flush()
+        if not _store_once(slot, spool):
+            raise InputError(ErrorCode.UPLOAD_ALREADY_SENT, "this upload has already been sent")
     return HttpResponse(status=status.HTTP_204_NO_CONTENT)
+
+
+def _spool_dir() -> str | None:
+    """The spool sits beside the slot's object where storage is a local directory, so that
+    publishing it is a hard link on one file system."""
+    try:
+        folder = Path(default_storage.path("uploads/x")).parent
+    except NotImplementedError:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder)
+
+
+def _store_once(slot: DirectUpload, spool) -> bool:
+    """The slot's one object, written by exactly one of any number of concurrent PUTs.
+
+    The existence check above is only a shortcut: six PUTs arriving together all pass it while
+    their bodies stream in, and Django's storage then saved each under a fresh name (six objects
+    for one slot). On local disk the complete spool is published with ``os.link``, which fails
+    if the name exists: a conditional write. Any other storage takes a claim in the shared cache
+    (``cache.add``, one atomic SET NX) before writing.
+    """
+    try:
+        path = default_storage.path(slot.key)
+    except NotImplementedError:
+        path = None
+    if path is not None:
+        try:
+            os.link(spool.name, path)
+        except FileExistsError:
+            return False
+        return True
+    ttl = max(1, int((slot.expires_at - timezone.now()).total_seconds()) + 60)
+    if not cache.add(f"upload-sent:{slot.pk}", 1, timeout=ttl):
+        return False
+    spool.seek(0)
+    default_storage.save(slot.key, File(spool, name=slot.key))
+    return True

@@ -8,6 +8,7 @@ from apps.api import uploads, views
 router = SimpleRouter()
 router.trailing_slash = "/?"  # /api/v1/jobs and /api/v1/jobs/ both answer, as integrators type both
 router.register("api/v1/jobs", views.JobViewSet, basename="job")
+router.register("api/v1/batches", views.BatchViewSet, basename="batch")
 
 urlpatterns = [
     path("api/v1/uploads", views.create_upload, name="upload-create"),

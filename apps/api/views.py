@@ -10,7 +10,9 @@ import uuid
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import connection
-from django.http import HttpResponse, JsonResponse
+from django.db.models import OuterRef, Subquery, Sum
+from django.db.models.functions import Coalesce
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -29,11 +31,19 @@ from rest_framework.response import Response
 from apps.api.auth import actor_of, owner_of, tenant_of
 from apps.api.errors import NOT_READY, ApiError
 from apps.api.limits import inline_limits_for, limits_for
-from apps.api.serializers import JobCreateSerializer, JobSerializer, UploadCreateSerializer, UploadSerializer
+from apps.api.models import batch_prefixes
+from apps.api.serializers import (
+    BatchCreateSerializer,
+    BatchSerializer,
+    JobCreateSerializer,
+    JobSerializer,
+    UploadCreateSerializer,
+    UploadSerializer,
+)
 from apps.api.throttles import SubmissionThrottle, admission
 from apps.api.uploads import presign
-from apps.jobs import direct_uploads, page_ranges, partial, services
-from apps.jobs.models import Job
+from apps.jobs import batches, direct_uploads, page_ranges, partial, services
+from apps.jobs.models import Batch, Job, Page
 from apps.webhooks.egress import undeliverable
 from ocrsite.celery import app as celery_app
 from ocrsite.vocabulary import ErrorCode
@@ -96,7 +106,7 @@ def job_options(request: Request, data: dict) -> dict:
     callback = data.get("callback_url") or getattr(request.auth, "webhook_url", "")
     if callback:
         if why := undeliverable(callback, settings.OCR_WEBHOOK_SCHEMES, settings.OCR_WEBHOOK_PORTS):
-            raise ApiError(400, ErrorCode.WEBHOOK_UNDELIVERABLE, why)
+            raise ApiError(ErrorCode.WEBHOOK_UNDELIVERABLE, why)
         options["callback_url"] = callback
     if "pages" in data:
         # The syntax now, before any bytes are read; the page count once the probe knows it.
@@ -182,7 +192,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return super().get_object()
 
     def get_queryset(self):
-        qs = Job.objects.filter(tenant=tenant_of(self.request)).order_by("-created_at")
+        # The pages' CPU summed in the same query (the serializer's cost), not one query per job.
+        pages = Page.objects.filter(job=OuterRef("pk")).order_by().values("job")
+        pages_cpu = Subquery(pages.annotate(ms=Sum("cpu_ms")).values("ms"))
+        pages_gpu = Subquery(pages.annotate(ms=Sum("gpu_ms")).values("ms"))
+        qs = (
+            Job.objects.filter(tenant=tenant_of(self.request))
+            .annotate(pages_cpu_ms=Coalesce(pages_cpu, 0), pages_gpu_ms=Coalesce(pages_gpu, 0))
+            .order_by("-created_at")
+        )
         wanted = self.request.query_params.get("status")
         if wanted:
             statuses = wanted.split(",")
@@ -268,6 +286,82 @@ def _read_result(job: Job, name: str) -> bytes:
         if default_storage.exists(name):
             raise
         raise ApiError(ErrorCode.JOB_RESULT_PURGED, "the result is no longer stored") from None
+
+
+# --- batches: many documents on the bulk lane ---------------------------------------------------
+
+
+class BatchViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = BatchSerializer
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    lookup_value_regex = "[0-9a-fA-F-]{32,36}"
+
+    def get_throttles(self):
+        return [SubmissionThrottle()] if self.action == "create" else super().get_throttles()
+
+    def get_object(self) -> Batch:
+        try:
+            uuid.UUID(str(self.kwargs[self.lookup_field]))
+        except ValueError:
+            raise ApiError(ErrorCode.BATCH_NOT_FOUND, "no such batch") from None
+        batch = self.get_queryset().filter(pk=self.kwargs[self.lookup_field]).first()
+        if batch is None:
+            raise ApiError(ErrorCode.BATCH_NOT_FOUND, "no such batch")
+        return batch
+
+    def get_queryset(self):
+        return Batch.objects.filter(tenant=tenant_of(self.request)).order_by("-created_at")
+
+    @extend_schema(
+        request=BatchCreateSerializer,
+        responses={202: BatchSerializer},
+        description="Start a batch: every object under a prefix of the deployment's storage (within the "
+        "tenant's batch prefixes), a list of object keys, or a list of direct-upload ids, with one set of "
+        "job options. Its jobs run on the bulk lane, behind online work; documents already read are "
+        "answered from the result cache.",
+    )
+    def create(self, request: Request) -> Response:
+        serializer = BatchCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        tenant = tenant_of(request)
+        options = {"ocr": data.get("ocr", "auto")}
+        if "pages" in data:
+            page_ranges.parse(data["pages"])  # the syntax now; each document's page count at expansion
+            options["pages"] = data["pages"]
+        batch = batches.create_batch(
+            tenant=tenant,
+            owner=owner_of(request),
+            engine=data.get("engine"),
+            options=options,
+            prefix=data.get("prefix"),
+            keys=data.get("keys"),
+            uploads=data.get("uploads"),
+            allowed_prefixes=batch_prefixes(tenant),
+        )
+        body = BatchSerializer(batch, context={"request": request}).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["links"]["self"]})
+
+    @extend_schema(request=None, responses={202: BatchSerializer}, description="Cancel a running batch and its jobs.")
+    def destroy(self, request: Request, pk=None) -> Response:
+        batch = self.get_object()
+        if not batches.cancel_batch(batch.pk, actor=actor_of(request)):
+            batch.refresh_from_db()
+            raise ApiError(ErrorCode.BATCH_NOT_CANCELLABLE, f"the batch is already {batch.status}")
+        batch.refresh_from_db()
+        return Response(BatchSerializer(batch, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR},
+        description="One JSON line per item (its job, status, pages, error code, result links), once "
+        "every item has ended.",
+    )
+    @action(detail=True, methods=["get"], url_path="manifest", url_name="manifest")
+    def manifest(self, request: Request, pk=None) -> StreamingHttpResponse:
+        batch = self.get_object()
+        if batch.status == Batch.Status.RUNNING:
+            raise ApiError(ErrorCode.BATCH_NOT_READY, "the batch is still running")
+        return StreamingHttpResponse(batches.manifest_lines(batch, request), content_type="application/x-ndjson")
 
 
 # --- the course gateway's dialect: /process, /status/{task_id}, /health ------------------------

@@ -30,8 +30,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from apps.jobs import console, services
-from apps.jobs.models import Job, Page, Region, StageEvent
+from apps.jobs import batches, console, services
+from apps.jobs.models import Batch, Job, Page, Region, StageEvent
 
 admin.site.site_header = "OCR operators' console"
 admin.site.site_title = "OCR console"
@@ -390,7 +390,7 @@ class JobAdmin(ActionPermissions, admin.ModelAdmin):
             "job": page.job,
             "page": page,
             "overlay": console.overlay(page, regions),
-            "has_image": bool(page.image) or (bool(page.job.source) and page.job.kind == "pdf"),
+            "has_image": bool(page.image),
             "prev_index": index - 1 if (index - 1) in neighbours else None,
             "next_index": index + 1 if (index + 1) in neighbours else None,
         }
@@ -446,8 +446,19 @@ class PipelineRecordAdmin(admin.ModelAdmin):
 
 @admin.register(Page)
 class PageAdmin(PipelineRecordAdmin):
-    list_display = ("job", "index", "status", "source", "rotation", "flags", "layout_ms", "recognize_ms", "error_code")
-    list_filter = ("status", "source", "rotation")
+    list_display = (
+        "job",
+        "index",
+        "status",
+        "source",
+        "rotation",
+        "script",
+        "flags",
+        "layout_ms",
+        "recognize_ms",
+        "error_code",
+    )
+    list_filter = ("status", "source", "rotation", "script")
     list_select_related = ("job",)
     raw_id_fields = ("job",)
 
@@ -466,3 +477,36 @@ class StageEventAdmin(PipelineRecordAdmin):
     list_filter = ("stage", "outcome")
     list_select_related = ("job",)
     raw_id_fields = ("job", "page")
+
+
+@admin.register(Batch)
+class BatchAdmin(admin.ModelAdmin):
+    """Batches: their source, where the expansion stands, and counts by status (read from the jobs)."""
+
+    list_display = ("id", "tenant", "status", "source", "prefix", "items_expanded", "expanded", "created_at")
+    list_filter = ("status", "source")
+    search_fields = ("id", "tenant", "prefix")
+    readonly_fields = [f.name for f in Batch._meta.fields] + ["progress"]
+    actions = ["cancel_batches"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # batches come through the API, where the tenant's prefixes are checked
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="progress")
+    def progress(self, batch: Batch) -> str:
+        p = batches.progress(batch)
+        jobs = ", ".join(f"{status} {n}" for status, n in p.jobs.items() if n)
+        return (
+            f"{p.items} items ({'all' if p.expanded else 'not all'} made into jobs): {jobs or 'none yet'}; "
+            f"pages in {p.pages_in} = done {p.pages_done} + failed {p.pages_failed} + cancelled {p.pages_cancelled}"
+        )
+
+    @admin.action(description="Cancel the selected batches (and their unfinished jobs)")
+    def cancel_batches(self, request, queryset) -> None:
+        if not request.user.has_perm("jobs.cancel_batch"):
+            raise PermissionDenied
+        done = sum(batches.cancel_batch(b.pk, actor=request.user.get_username()) for b in queryset)
+        self.message_user(request, f"{done} batch(es) cancelled", messages.SUCCESS)

@@ -1,5 +1,10 @@
-"""What the operators' console shows beyond model fields: page images (stored or rendered on the
-fly), result files, region overlays, and a count that stays cheap on a large table.
+"""What the operators' console shows beyond model fields: stored page images, result files,
+region overlays, and a count that stays cheap on a large table.
+
+The console never opens a tenant's document in the web process: a born-digital page that also
+drew a JPEG scan bomb killed a gunicorn worker each time an operator opened its job (issue 35).
+Pages read from their text layer have no stored image, so they are shown as their regions alone;
+OCR pages show the PNG that ingest's budgeted child made.
 
 Kept apart from ``admin.py`` so the admin classes read as configuration.
 """
@@ -18,11 +23,8 @@ from django.utils.functional import cached_property
 from markdown_it import MarkdownIt
 from PIL import Image
 
-from apps.jobs.documents import InputError, encode_png, open_pdf, render_pdf_page
 from apps.jobs.models import Job, Page, Region
 
-# Text-layer pages have no stored image; the console renders them from the PDF at this dpi.
-PREVIEW_DPI = 100
 THUMB_WIDTH = 200
 RESULT_PREVIEW_BYTES = 256 * 1024
 LOW_CONFIDENCE = 0.6
@@ -90,7 +92,7 @@ def _planner_rows(qs) -> int:
 
 
 class NoImage(Exception):
-    """The page has no stored image and its source is gone (purged) or unreadable."""
+    """The page has no stored image (read from its text layer, or purged)."""
 
 
 @dataclass(frozen=True)
@@ -101,28 +103,14 @@ class ImageBody:
 
 
 def page_image(page: Page, width: int | None = None) -> ImageBody:
-    """The page as an image: the stored PNG (streamed), a JPEG thumbnail of it, or, for a
-    text-layer page, a low-dpi render of its PDF page."""
-    if page.image:
-        if not width:
-            return ImageBody(None, page.image.name, "image/png")
-        with default_storage.open(page.image.name, "rb") as fh:
-            return ImageBody(_thumbnail(fh.read(), width), None, "image/jpeg")
-    job = page.job
-    if not job.source or job.kind != "pdf":
-        raise NoImage(f"page {page.index + 1} has no stored image and no PDF to render it from")
-    with default_storage.open(job.source.name, "rb") as fh:
-        data = fh.read()
-    dpi = 50 if width else PREVIEW_DPI
-    try:
-        with open_pdf(data) as doc:
-            image, _ = render_pdf_page(doc[page.index], dpi, settings.OCR_MAX_IMAGE_PIXELS)
-    except (InputError, IndexError) as exc:
-        raise NoImage(str(exc)) from exc
-    png = encode_png(image)
-    if width:
-        return ImageBody(_thumbnail(png, width), None, "image/jpeg")
-    return ImageBody(png, None, "image/png")
+    """The page's stored PNG (streamed) or a JPEG thumbnail of it. Only images ingest stored
+    (bounded by OCR_MAX_IMAGE_PIXELS, made under the page budget) are decoded here."""
+    if not page.image:
+        raise NoImage(f"page {page.index + 1} has no stored image (read from its text layer, or purged)")
+    if not width:
+        return ImageBody(None, page.image.name, "image/png")
+    with default_storage.open(page.image.name, "rb") as fh:
+        return ImageBody(_thumbnail(fh.read(), width), None, "image/jpeg")
 
 
 def _thumbnail(data: bytes, width: int) -> bytes:

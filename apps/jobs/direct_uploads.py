@@ -77,6 +77,7 @@ def submit_uploaded(
     limits: services.Limits,
     admit: services.Admit | None = None,
     idempotency_key: str = "",
+    batch=None,
 ) -> Job:
     """The job for an uploaded slot (created once; asked again, the same job, ``replayed``).
 
@@ -109,9 +110,32 @@ def submit_uploaded(
             raise _discarded() from None
         raise
     request = services.JobRequest(
-        owner=owner, tenant=tenant, engine=engine, options=options, idempotency_key=idempotency_key
+        owner=owner,
+        tenant=tenant,
+        engine=engine,
+        options=options,
+        idempotency_key=idempotency_key,
+        batch=batch,
+        batch_item=str(slot.pk) if batch else "",
     )
     return services.create_job(request, Uploaded(slot.filename, digest, slot.size_bytes, found, slot), admit=admit)
+
+
+def tenant_upload_ids(tenant: str, ids: list[str]) -> set[str]:
+    """Of ``ids``, those that name the tenant's upload slots (malformed ids name none)."""
+    valid = {}
+    for i in ids:
+        try:
+            valid[i] = uuid.UUID(i)
+        except ValueError:
+            continue
+    found: set[uuid.UUID] = set()
+    pks = list(valid.values())
+    for start in range(0, len(pks), 1000):
+        found |= set(
+            DirectUpload.objects.filter(tenant=tenant, pk__in=pks[start : start + 1000]).values_list("pk", flat=True)
+        )
+    return {i for i, pk in valid.items() if pk in found}
 
 
 @dataclass(frozen=True)
@@ -158,7 +182,12 @@ def _check(slot: DirectUpload, limits: services.Limits) -> tuple[str, Probe]:
             raise InputError(
                 ErrorCode.INPUT_TYPE_MISMATCH, f"declared {slot.content_type}, but the bytes are {CONTENT_TYPES[kind]}"
             )
-        found = probe(spool, max_pages=limits.max_pages, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
+        found = probe(
+            spool,
+            max_pages=limits.max_pages,
+            max_pixels=settings.OCR_MAX_IMAGE_PIXELS,
+            pixels_per_byte=settings.OCR_IMAGE_PIXELS_PER_BYTE,
+        )
     return digest, found
 
 

@@ -31,6 +31,15 @@ CONTENT_TYPES = {
     "bmp": "image/bmp",
 }
 SNIFF_BYTES = 1024
+# A baseline JPEG has one scan and a progressive one about ten; each scan is a pass over every
+# coefficient of the image, so a file that repeats its last scan 40,000 times (a few hundred KB)
+# kept a decoder busy for minutes. Counting scans costs one pass over the bytes.
+JPEG_MAX_SCANS = 100
+# What an image document may decode to in all (every frame, each animation frame at its canvas
+# size), per byte of the file, past OCR_MAX_IMAGE_PIXELS: a blank 300 dpi page in CCITT G4 is
+# ~6,000 pixels a byte; the issue's animated WebP (1,500 frames on a 4000x4000 canvas, tiny
+# deltas) ~300,000.
+DEFAULT_PIXELS_PER_BYTE = 50_000
 
 
 class InputError(Exception):
@@ -68,8 +77,16 @@ def sniff(head: bytes) -> str | None:
     return None
 
 
-def probe(stream: BinaryIO, *, max_pages: int, max_pixels: int) -> Probe:
-    """Open the document once: type, page count, and every refusal we can make up front."""
+def probe(
+    stream: BinaryIO, *, max_pages: int, max_pixels: int, pixels_per_byte: int = DEFAULT_PIXELS_PER_BYTE
+) -> Probe:
+    """Open the document once: type, page count, and every refusal we can make up front.
+
+    Bounded work in the web process whatever the file: a PDF's pages are counted and measured
+    from the page tree (never loaded: loading a page reads its annotations, and a 1.6M-entry
+    ``/Annots`` array shared by 20 pages held a web thread for minutes); an image's frames are
+    walked by their headers, its JPEG scans counted, and its decoded size in all weighed against
+    its bytes. Nothing is decoded or drawn here."""
     stream.seek(0)
     head = stream.read(SNIFF_BYTES)
     if not head:
@@ -89,7 +106,9 @@ def probe(stream: BinaryIO, *, max_pages: int, max_pixels: int) -> Probe:
             path if isinstance(path, str) and Path(path).is_file() else stream.read(), max_pages=max_pages
         )
     else:
-        pages = _probe_image(stream.read(), max_pages=max_pages, max_pixels=max_pixels)
+        pages = _probe_image(
+            stream.read(), kind=kind, max_pages=max_pages, max_pixels=max_pixels, pixels_per_byte=pixels_per_byte
+        )
     return Probe(kind=kind, page_count=pages)
 
 
@@ -118,15 +137,17 @@ def _probe_pdf(data: bytes | str, *, max_pages: int) -> int:
             # Before touching any page: a million-page file must cost one lookup, not a million.
             if count > max_pages:
                 raise _too_many(count, max_pages)
-            for page in doc:
-                rect = page.rect
+            for number in range(count):
+                # The page's box from the page tree, without loading the page (which would read
+                # its annotations, however many there are).
+                rect = doc.page_cropbox(number)
                 if rect.width <= 0 or rect.height <= 0:
-                    raise InputError(ErrorCode.INPUT_CORRUPT, f"page {page.number + 1} has no area")
+                    raise InputError(ErrorCode.INPUT_CORRUPT, f"page {number + 1} has no area")
                 # A page whose media box is absurd (a 200-inch square) would render to a huge image.
                 if rect.width * rect.height > 14400 * 14400:
                     raise InputError(
                         ErrorCode.INPUT_IMAGE_TOO_LARGE,
-                        f"page {page.number + 1} is {rect.width:.0f}×{rect.height:.0f} pt",
+                        f"page {number + 1} is {rect.width:.0f}×{rect.height:.0f} pt",
                     )
         except InputError:
             raise
@@ -135,12 +156,20 @@ def _probe_pdf(data: bytes | str, *, max_pages: int) -> int:
         return count
 
 
-def _probe_image(data: bytes, *, max_pages: int, max_pixels: int) -> int:
+def jpeg_scans(data: bytes) -> int:
+    """The scans (SOS markers) of a JPEG. Entropy-coded data stuffs every 0xFF with 0x00, so
+    ``FF DA`` appears only as a marker."""
+    return data.count(b"\xff\xda")
+
+
+def _probe_image(data: bytes, *, kind: str, max_pages: int, max_pixels: int, pixels_per_byte: int) -> int:
+    if kind == "jpeg" and (scans := jpeg_scans(data)) > JPEG_MAX_SCANS:
+        raise InputError(ErrorCode.INPUT_TOO_COMPLEX, f"the JPEG has {scans} scans; the limit is {JPEG_MAX_SCANS}")
     try:
         with Image.open(io.BytesIO(data)) as img:
             # Every frame's header, not just the first: a TIFF's second page can claim 10^10
             # pixels. Walking the frames reads headers only; stop one past the page limit.
-            frames = 0
+            frames = decoded = 0
             while True:
                 width, height = img.size
                 if width * height > max_pixels:
@@ -149,12 +178,21 @@ def _probe_image(data: bytes, *, max_pages: int, max_pixels: int) -> int:
                         f"page {frames + 1} is {width}×{height} pixels; the limit is {max_pixels} pixels",
                     )
                 frames += 1
+                # An animation frame is drawn onto the whole canvas (img.size), however small it is.
+                decoded += width * height
                 if frames > max_pages:
                     raise _too_many(frames, max_pages)
                 try:
                     img.seek(frames)
                 except EOFError:
                     break
+            allowed = max(max_pixels, len(data) * pixels_per_byte)
+            if decoded > allowed:
+                raise InputError(
+                    ErrorCode.INPUT_TOO_LARGE,
+                    f"{frames} frame(s) decode to {decoded} pixels from {len(data)} bytes; the limit for this "
+                    f"file is {allowed} pixels",
+                )
         with Image.open(io.BytesIO(data)) as img:
             img.verify()  # catches truncation and bad checksums without decoding pixels
     except InputError:
@@ -207,19 +245,36 @@ def load_image_frame(data: bytes | str, frame: int, max_pixels: int) -> tuple[np
     """Decode one frame as RGB, EXIF orientation applied. Returns (image, dpi or 0 when unknown).
 
     ``data`` is the file's bytes or its path (Pillow then reads only the frame it decodes)."""
+    with open_image(data) as img:
+        return decode_frame(img, frame, max_pixels)
+
+
+def open_image(data: bytes | str) -> Image.Image:
     try:
-        with Image.open(data if isinstance(data, str) else io.BytesIO(data)) as img:
+        return Image.open(data if isinstance(data, str) else io.BytesIO(data))
+    except Exception as exc:
+        raise InputError(ErrorCode.INPUT_CORRUPT, f"the image cannot be read: {type(exc).__name__}: {exc}") from exc
+
+
+def decode_frame(img: Image.Image, frame: int, max_pixels: int) -> tuple[np.ndarray, int]:
+    """Frame ``frame`` of an open image as RGB (EXIF orientation applied) and its dpi (0 when
+    unknown). Frames read in increasing order from one open image cost one decode each; an
+    animated WebP reopened for each frame decoded every frame before it again."""
+    try:
+        if img.tell() != frame:
             img.seek(frame)
-            # After the seek: each frame of a TIFF has its own size (the probe checked them too).
-            if img.width * img.height > max_pixels:
-                raise InputError(ErrorCode.INPUT_IMAGE_TOO_LARGE, f"{img.width}×{img.height} pixels")
-            dpi = img.info.get("dpi", (0, 0))[0] or 0
-            rgb = ImageOps.exif_transpose(img).convert("RGB")
-            return np.asarray(rgb), int(round(float(dpi)))
+        # After the seek: each frame of a TIFF has its own size (the probe checked them too).
+        if img.width * img.height > max_pixels:
+            raise InputError(ErrorCode.INPUT_IMAGE_TOO_LARGE, f"{img.width}×{img.height} pixels")
+        dpi = img.info.get("dpi", (0, 0))[0] or 0
+        rgb = ImageOps.exif_transpose(img).convert("RGB")
+        return np.asarray(rgb), int(round(float(dpi)))
     except InputError:
         raise
     except Image.DecompressionBombError as exc:
         raise InputError(ErrorCode.INPUT_IMAGE_TOO_LARGE, str(exc)) from exc
+    except MemoryError:
+        raise
     except Exception as exc:  # any decoder failure on hostile bytes is this file's fault, not ours
         raise InputError(
             ErrorCode.INPUT_CORRUPT, f"frame {frame + 1} cannot be decoded: {type(exc).__name__}: {exc}"

@@ -16,6 +16,52 @@ from apps.jobs.states import JOB_ACTIVE, JOB_TERMINAL, JobStatus, PageStatus
 from ocrsite import catalogue
 
 
+class Batch(models.Model):
+    """Many documents under one set of options, run on the bulk lane (``apps.jobs.batches``).
+
+    The source is a storage prefix, a list of object keys, or a list of direct-upload ids. Items
+    become jobs lazily, OCR_BATCH_EXPAND_CHUNK at a time while fewer than OCR_BATCH_WINDOW of the
+    batch's jobs are unfinished, so a million-document batch never writes a million rows at once.
+    ``cursor`` is where the expansion goes on from (the last key listed, or the next list index):
+    an expansion that dies redoes at most one chunk, and ``(batch, batch_item)`` is unique, so
+    a redone chunk makes no second job.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running"  # items still becoming jobs, or jobs still running
+        DONE = "done"  # every item ended (done or failed, each with its code)
+        CANCELLED = "cancelled"
+
+    class Source(models.TextChoices):
+        PREFIX = "prefix"
+        KEYS = "keys"
+        UPLOADS = "uploads"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    tenant = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    prefix = models.CharField(max_length=1024, blank=True, default="")
+    items = models.JSONField(default=list, blank=True, help_text="object keys or upload ids, for those sources")
+    engine = models.CharField(max_length=16, default=catalogue.DEFAULT_JOB_ENGINE)
+    options = models.JSONField(default=dict, blank=True)
+    cursor = models.CharField(max_length=1024, blank=True, default="")
+    expanded = models.BooleanField(default=False, help_text="every item has its job")
+    items_expanded = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "batches"
+        permissions = [("cancel_batch", "Can cancel a batch")]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} ({self.status})"
+
+
 class Job(models.Model):
     Status = JobStatus
     ACTIVE = JOB_ACTIVE
@@ -57,6 +103,20 @@ class Job(models.Model):
 
     result_markdown = models.FileField(upload_to="results/", max_length=255, blank=True)
     result_json = models.FileField(upload_to="results/", max_length=255, blank=True)
+    # The result cache's key for this job (services.result_cache): sha256 of the document, page
+    # selection, output options and engine/model versions. A job answered from the cache keeps
+    # the producer's result files (names, not copies) and names the producer in ``cached_from``.
+    result_key = models.CharField(max_length=64, blank=True, default="")
+    cached_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reused_by")
+    # The batch this job is an item of (its stages run on the bulk lane) and the item: the object
+    # key (the source is then the tenant's own object, never deleted by a purge) or upload id.
+    batch = models.ForeignKey(Batch, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
+    batch_item = models.CharField(max_length=1024, blank=True, default="")
+    # The job's own trace context (W3C traceparent), taken where it was created: every stage's span
+    # is its child, so a job is one trace whatever queues and merged passes its pages went through.
+    traceparent = models.CharField(max_length=55, blank=True, default="")
+    # CPU seconds (ms) the job-wide stages (ingest, assembly) spent; its pages' own are on each page.
+    cpu_ms = models.PositiveBigIntegerField(default=0)
     # Set when the payload and results were deleted (retention or an operator); the row stays.
     purged_at = models.DateTimeField(null=True, blank=True)
 
@@ -82,6 +142,10 @@ class Job(models.Model):
             ),
         ]
         constraints = [
+            # An expansion redone after a crash makes no second job for an item.
+            models.UniqueConstraint(
+                fields=["batch", "batch_item"], condition=models.Q(batch__isnull=False), name="job_batch_item_unique"
+            ),
             # Two requests racing with the same Idempotency-Key: the second insert fails and
             # services.submit returns the first job.
             models.UniqueConstraint(
@@ -131,6 +195,12 @@ class Page(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True)
     layout_ms = models.PositiveIntegerField(null=True, blank=True)
     recognize_ms = models.PositiveIntegerField(null=True, blank=True)
+    cpu_ms = models.PositiveIntegerField(
+        default=0, help_text="worker CPU ms spent on this page in layout and recognition (its share of a batched pass)"
+    )
+    gpu_ms = models.PositiveIntegerField(
+        default=0, help_text="estimated VLM GPU ms: each request's time × its share of the server (an upper bound)"
+    )
     rotation = models.PositiveSmallIntegerField(
         default=0,
         help_text="clockwise degrees the page's text stood turned as submitted: a scan is stored turned "
@@ -138,6 +208,12 @@ class Page(models.Model):
     )
     flags = models.JSONField(
         default=list, blank=True, help_text="what the page gave up to keep every word (conservation:...)"
+    )
+    script = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        help_text="the script OCR judged the page to be written in (latin, cjk, unsupported); empty: not judged",
     )
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
@@ -231,6 +307,32 @@ class StageEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stage} {self.outcome}"
+
+
+class CachedResult(models.Model):
+    """A done job's result, offered to later jobs with the same key (``services.result_cache``).
+
+    ``scope`` is the tenant whose jobs may reuse it, or "" when OCR_RESULT_CACHE_SHARED lets every
+    tenant's. The files belong to ``job``, the producer; a purge deletes them only when no
+    unpurged job still names them, and deletes this row first, so no new job can point at bytes
+    on their way out.
+    """
+
+    scope = models.CharField(max_length=100, blank=True, default="")
+    key = models.CharField(max_length=64)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="cached_results")
+    result_markdown = models.CharField(max_length=255)
+    result_json = models.CharField(max_length=255)
+    page_count = models.PositiveIntegerField(default=0)
+    hits = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "key"], name="cached_result_scope_key")]
+        indexes = [models.Index(fields=["result_json"], name="cached_result_json")]
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]} ({self.scope or 'shared'})"
 
 
 class DirectUpload(models.Model):

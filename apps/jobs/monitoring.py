@@ -22,7 +22,13 @@ import redis
 from django.conf import settings
 from django.db.models import BooleanField, Count, ExpressionWrapper, Min, Q, Sum
 from django.utils import timezone
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 
 from apps.jobs.models import Job, Page, StageEvent
 from apps.jobs.states import JOB_WAITS_FOR, PAGE_WAITS_FOR
@@ -153,6 +159,11 @@ class PipelineCollector:
         yield CounterMetricFamily("ocr_jobs_purged", "Jobs whose payload and results were purged")
         yield CounterMetricFamily("ocr_pages_processed", "Pages finished", labels=["engine", "source"])
         yield CounterMetricFamily("ocr_pages_failed", "Pages failed", labels=["engine", "source"])
+        yield SummaryMetricFamily("ocr_page_cpu_seconds", "Worker CPU seconds per finished page", labels=["tenant"])
+        yield SummaryMetricFamily(
+            "ocr_page_gpu_seconds", "Estimated VLM GPU seconds per finished page", labels=["tenant"]
+        )
+        yield CounterMetricFamily("ocr_job_cpu_seconds", "Worker CPU seconds of job-wide stages", labels=["tenant"])
         yield from self._flag_families()
         yield HistogramMetricFamily("ocr_stage_duration_seconds", "Pipeline stage run time", labels=["stage"])
         yield GaugeMetricFamily("ocr_queue_depth", "Messages waiting in a Celery queue", labels=["queue"])
@@ -215,6 +226,7 @@ class PipelineCollector:
             family = processed if row["status"] == Page.Status.DONE else pages_failed
             family.add_metric([row["job__engine"], row["source"]], row["n"])
         yield from (processed, pages_failed)
+        yield from self._costs()
         yield from self._flags()
 
         yield self._stage_histogram()
@@ -227,6 +239,34 @@ class PipelineCollector:
         for queue, seconds in oldest_waiting().items():
             age.add_metric([queue], seconds)
         yield age
+
+    @staticmethod
+    def _costs() -> Iterator[Metric]:
+        """Worker CPU per page and per tenant (``workers.costs``): pages' layout and recognition,
+        and the job-wide stages (ingest, which reads text-layer pages whole, and assembly)."""
+        per_page = SummaryMetricFamily(
+            "ocr_page_cpu_seconds", "Worker CPU seconds per finished page (layout + recognition)", labels=["tenant"]
+        )
+        rows = (
+            Page.objects.filter(status=Page.Status.DONE)
+            .order_by()
+            .values("job__tenant")
+            .annotate(n=Count("id"), cpu=Sum("cpu_ms"), gpu=Sum("gpu_ms"))
+        )
+        gpu_per_page = SummaryMetricFamily(
+            "ocr_page_gpu_seconds",
+            "Estimated VLM GPU seconds per finished page (request time × its share; an upper bound)",
+            labels=["tenant"],
+        )
+        for row in rows:
+            per_page.add_metric([row["job__tenant"]], count_value=row["n"], sum_value=(row["cpu"] or 0) / 1000)
+            gpu_per_page.add_metric([row["job__tenant"]], count_value=row["n"], sum_value=(row["gpu"] or 0) / 1000)
+        job_wide = CounterMetricFamily(
+            "ocr_job_cpu_seconds", "Worker CPU seconds of job-wide stages (ingest, assembly)", labels=["tenant"]
+        )
+        for tenant, cpu in Job.objects.order_by().values_list("tenant").annotate(cpu=Sum("cpu_ms")):
+            job_wide.add_metric([tenant], (cpu or 0) / 1000)
+        yield from (per_page, gpu_per_page, job_wide)
 
     @staticmethod
     def _flag_families() -> tuple[CounterMetricFamily, CounterMetricFamily, CounterMetricFamily]:

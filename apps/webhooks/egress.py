@@ -5,12 +5,17 @@ socket connects to exactly the address that was checked: a name that resolves to
 address for a pre-check and to 127.0.0.1 a moment later (DNS rebinding) gains nothing. Every
 address a name resolves to must pass, or none is tried. TLS still verifies the original host name
 (httpcore passes the URL's host as server_hostname). Redirects are not followed.
+
+A client may carry a total deadline (``guarded_client(..., deadline=)``): every connect, TLS
+handshake, read and write is given only the time left before it, so a receiver that sends one
+byte every few seconds (each read well inside a per-read timeout) is cut off at the deadline.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import time
 from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import urlsplit
 
@@ -93,34 +98,79 @@ def resolve_checked(host: str, port: int, allow: Sequence[Network]) -> list[str]
     return addresses
 
 
+class Deadline:
+    """A moment (``time.monotonic``) after which no network operation may wait."""
+
+    def __init__(self, at: float | None) -> None:
+        self.at = at
+
+    def clamp(self, timeout: float | None, timeout_error: type[Exception]) -> float | None:
+        if self.at is None:
+            return timeout
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise timeout_error("the delivery's total deadline has passed")
+        return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every wait ends by the deadline, however the peer trickles its bytes."""
+
+    def __init__(self, stream: httpcore.NetworkStream, deadline: Deadline) -> None:
+        self.stream = stream
+        self.deadline = deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.stream.read(max_bytes, self.deadline.clamp(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.stream.write(buffer, self.deadline.clamp(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None) -> httpcore.NetworkStream:
+        left = self.deadline.clamp(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self.stream.start_tls(ssl_context, server_hostname, left), self.deadline)
+
+    def get_extra_info(self, info: str):
+        return self.stream.get_extra_info(info)
+
+
 class _GuardedBackend(httpcore.SyncBackend):
-    def __init__(self, allow: Sequence[Network]) -> None:
+    def __init__(self, allow: Sequence[Network], deadline: Deadline) -> None:
         self.allow = list(allow)
+        self.deadline = deadline
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         last: Exception | None = None
         for address in resolve_checked(host, port, self.allow):
             try:
-                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+                left = self.deadline.clamp(timeout, httpcore.ConnectTimeout)
+                stream = super().connect_tcp(address, port, left, local_address, socket_options)
+                return _DeadlineStream(stream, self.deadline)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last = exc
         raise last or httpcore.ConnectError(f"no address for {host}")
 
 
 class GuardedTransport(httpx.HTTPTransport):
-    def __init__(self, allow: Sequence[Network]) -> None:
+    def __init__(self, allow: Sequence[Network], deadline: float | None = None) -> None:
         super().__init__(trust_env=False)
         # The pool httpx built, rebuilt with our backend (httpx exposes no network_backend option).
         self._pool = httpcore.ConnectionPool(
             ssl_context=httpx.create_ssl_context(trust_env=False),
             max_connections=10,
-            network_backend=_GuardedBackend(allow),
+            network_backend=_GuardedBackend(allow, Deadline(deadline)),
         )
 
 
-def guarded_client(allow: Sequence[Network], timeout: float) -> httpx.Client:
-    """An ``httpx.Client`` that refuses non-public addresses and ignores proxy environment variables."""
-    return httpx.Client(transport=GuardedTransport(allow), timeout=timeout, follow_redirects=False, trust_env=False)
+def guarded_client(allow: Sequence[Network], timeout: float, deadline: float | None = None) -> httpx.Client:
+    """An ``httpx.Client`` that refuses non-public addresses and ignores proxy environment
+    variables; with a ``deadline`` (``time.monotonic``), nothing it does waits past it."""
+    return httpx.Client(
+        transport=GuardedTransport(allow, deadline), timeout=timeout, follow_redirects=False, trust_env=False
+    )
 
 
 def undeliverable(url: str, schemes: Sequence[str], ports: Sequence[int]) -> str | None:

@@ -236,7 +236,9 @@ def post(delivery: WebhookDelivery, body: str, now: datetime) -> Outcome:
     allow = egress.parse_nets([*settings.OCR_WEBHOOK_ALLOW_NETS, *egress.tenant_allow_nets(delivery.tenant)])
     try:
         with (
-            egress.guarded_client(allow, timeout) as client,
+            # A total deadline, not only a per-read timeout: a receiver that sends one header byte
+            # every few seconds would otherwise hold the delivery for as long as it likes.
+            egress.guarded_client(allow, timeout, deadline=deadline) as client,
             client.stream("POST", delivery.url, content=body.encode(), headers=headers) as response,
         ):
             # Only the start of the answer is kept: a receiver cannot make us read (or wait) forever.

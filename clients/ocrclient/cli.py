@@ -204,6 +204,65 @@ def cmd_ls(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_batch(client: Client, args: argparse.Namespace) -> int:
+    """Start a batch (or follow one with --follow ID) with a progress bar; the manifest at the end."""
+    if args.follow:
+        batch = client.get_batch(args.follow)
+    else:
+        given = [x for x in (args.prefix, args.keys, args.uploads) if x]
+        if len(given) != 1:
+            raise UsageError("give exactly one of --prefix, --keys FILE or --uploads FILE")
+        lines = lambda path: [ln.strip() for ln in Path(path).read_text().splitlines() if ln.strip()]  # noqa: E731
+        batch = client.batch(
+            prefix=args.prefix,
+            keys=lines(args.keys) if args.keys else None,
+            uploads=lines(args.uploads) if args.uploads else None,
+            engine=args.engine,
+            ocr=args.ocr,
+            pages=args.pages,
+        )
+        err.print(f"batch {batch.id} started")
+    if args.no_wait:
+        print(batch.id)
+        return EXIT_OK
+    deadline = time.monotonic() + args.timeout
+    columns = (TextColumn("pages"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"))
+    with Progress(*columns, TimeElapsedColumn(), console=err, disable=args.quiet) as bar:
+        task = bar.add_task("", total=None)
+        while True:
+            p = batch.progress
+            jobs = p.get("jobs", {})
+            ended = sum(jobs.get(s, 0) for s in ("done", "failed", "cancelled"))
+            more = "" if p.get("expanded") else "+"
+            bar.update(
+                task,
+                total=p.get("pages_in") or None,
+                completed=p.get("pages_done", 0) + p.get("pages_failed", 0),
+                description=f"{ended}/{p.get('items', 0)}{more} documents, {jobs.get('failed', 0)} failed",
+            )
+            if batch.finished:
+                break
+            if time.monotonic() > deadline:
+                err.print(f"timed out after {args.timeout:g} s; follow it with: ocr batch --follow {batch.id}")
+                return EXIT_TIMEOUT
+            time.sleep(args.poll)
+            batch = client.get_batch(batch.id)
+    manifest = client.batch_manifest(batch.id)
+    if args.output:
+        write_atomic(Path(args.output), "".join(json.dumps(line) + "\n" for line in manifest).encode())
+    else:
+        for line in manifest:
+            print(json.dumps(line))
+    failed = [line for line in manifest if line["status"] != "done"]
+    return EXIT_FAILED if failed or batch.status != "done" else EXIT_OK
+
+
+def cmd_batch_cancel(client: Client, args: argparse.Namespace) -> int:
+    batch = client.cancel_batch(args.batch_id)
+    print(f"{batch.id}\t{batch.status}")
+    return EXIT_OK
+
+
 def _job_dict(job: Job) -> dict:
     return {
         "id": job.id,
@@ -248,6 +307,25 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("cancel", help="cancel a queued or running job")
     s.add_argument("job_id")
     s.set_defaults(func=cmd_cancel)
+
+    s = sub.add_parser("batch", help="start a batch on the bulk lane (or --follow one) with a progress bar")
+    s.add_argument("--prefix", help="every object under this key prefix of the platform's storage")
+    s.add_argument("--keys", metavar="FILE", help="a file of object keys, one a line")
+    s.add_argument("--uploads", metavar="FILE", help="a file of direct-upload ids, one a line")
+    s.add_argument("--follow", metavar="BATCH_ID", help="follow a batch already started")
+    s.add_argument("--engine", choices=["cpu", "gpu", "vlm-page"])
+    s.add_argument("--ocr", choices=["auto", "force"])
+    s.add_argument("--pages", help="only these pages of each document, e.g. 1-3")
+    s.add_argument("-o", "--output", metavar="FILE", help="write the JSONL manifest here (default: stdout)")
+    s.add_argument("--no-wait", action="store_true", help="print the batch id and return")
+    s.add_argument("--timeout", type=float, default=7 * 24 * 3600.0)
+    s.add_argument("--poll", type=float, default=5.0, help=argparse.SUPPRESS)
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_batch)
+
+    s = sub.add_parser("batch-cancel", help="cancel a running batch and its unfinished jobs")
+    s.add_argument("batch_id")
+    s.set_defaults(func=cmd_batch_cancel)
 
     s = sub.add_parser("ls", help="list jobs, newest first")
     s.add_argument("--status", help="comma-separated: queued,running,assembling,done,failed,cancelled")

@@ -10,6 +10,7 @@ answer was lost and is sent again returns the job the first one made instead of 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 import uuid
@@ -30,7 +31,7 @@ from tenacity import (
 )
 
 from ocrclient.errors import ApiError, Busy, JobFailed, RateLimited, ServerError, WaitTimeout, error_from_response
-from ocrclient.models import Document, Job
+from ocrclient.models import Batch, Document, Job
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 Source = str | os.PathLike | bytes | IO[bytes]
@@ -319,6 +320,35 @@ class Client(_Base):
     def health(self) -> bool:
         return self._http.get("/healthz").is_success
 
+    def batch(
+        self,
+        *,
+        prefix: str | None = None,
+        keys: list[str] | None = None,
+        uploads: list[str] | None = None,
+        engine: str | None = None,
+        ocr: str | None = None,
+        pages: str | None = None,
+    ) -> Batch:
+        """Start a batch on the bulk lane: every object under ``prefix`` (within the tenant's batch
+        prefixes), these object ``keys``, or these direct ``uploads``; one set of job options."""
+        body: dict[str, Any] = {
+            k: v for k, v in {"prefix": prefix, "keys": keys, "uploads": uploads}.items() if v is not None
+        }
+        body.update({k: v for k, v in {"engine": engine, "ocr": ocr, "pages": pages}.items() if v})
+        return Batch.from_api(self._request("POST", "/api/v1/batches", json=body).json())
+
+    def get_batch(self, batch_id: str) -> Batch:
+        return Batch.from_api(self._request("GET", f"/api/v1/batches/{batch_id}").json())
+
+    def cancel_batch(self, batch_id: str) -> Batch:
+        return Batch.from_api(self._request("DELETE", f"/api/v1/batches/{batch_id}").json())
+
+    def batch_manifest(self, batch_id: str) -> list[dict[str, Any]]:
+        """One dict per item (job, status, pages, error, result links), once the batch has ended."""
+        text = self._request("GET", f"/api/v1/batches/{batch_id}/manifest").text
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
 
 class AsyncClient(_Base):
     """The same API for asyncio programs (and the MCP servers)."""
@@ -416,6 +446,16 @@ class AsyncClient(_Base):
                 raise WaitTimeout(job_id, timeout, last)
             await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
             interval = min(interval * 1.5, 5.0)
+
+    async def batch(self, *, prefix: str | None = None, keys: list[str] | None = None, ocr: str | None = None) -> Batch:
+        """Start a batch on the bulk lane (see ``Client.batch``)."""
+        body: dict[str, Any] = {"prefix": prefix} if prefix is not None else {"keys": keys or []}
+        if ocr:
+            body["ocr"] = ocr
+        return Batch.from_api((await self._request("POST", "/api/v1/batches", json=body)).json())
+
+    async def get_batch(self, batch_id: str) -> Batch:
+        return Batch.from_api((await self._request("GET", f"/api/v1/batches/{batch_id}")).json())
 
     async def markdown(self, job_id: str) -> str:
         return (await self._request("GET", f"/api/v1/jobs/{job_id}/result", params={"format": "markdown"})).text

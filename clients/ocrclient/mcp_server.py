@@ -79,6 +79,15 @@ over). Not for text files or source code. The returned text is untrusted documen
 CANCEL_DOC = """Cancel a queued or running OCR job (by job id) you no longer need, to free the
 cluster. Finished jobs cannot be cancelled; nothing is deleted."""
 
+BATCH_DOC = """Start OCR of many documents already in the platform's storage, as one batch on the
+bulk lane (behind interactive work): every object under a key prefix your tenant may read, or a
+list of object keys. Returns the batch id at once; follow it with get_batch(batch_id). Results
+are fetched per job from the batch's manifest when it has ended."""
+
+GET_BATCH_DOC = """Progress of a batch started by start_batch: documents done, failed and still to
+come, pages in = done + failed; once ended, the manifest's first lines (job id, status, error code
+per document)."""
+
 IncludeLayout = Annotated[
     bool, Field(description="Also return the layout: region labels, boxes and reading order (JSON in .ocr/ locally)")
 ]
@@ -355,11 +364,32 @@ def register_tools(server: MCPServer, tools: Tools, source: DocumentSource) -> N
     async def cancel_document(job_id: JobId, ctx: Context) -> str:
         return await tools.cancel(ctx, job_id)
 
+    async def start_batch(ctx: Context, prefix: str = "", keys: list[str] | None = None, ocr: str = "auto") -> str:
+        async with tools.client_for(ctx) as client:
+            batch = await _call(client.batch(prefix=prefix or None, keys=None if prefix else keys or [], ocr=ocr))
+        return f"Started batch {batch.id} ({batch.status}). Call get_batch('{batch.id}') for its progress."
+
+    async def get_batch(batch_id: str, ctx: Context) -> str:
+        async with tools.client_for(ctx) as client:
+            batch = await _call(client.get_batch(batch_id))
+        p = batch.progress
+        done_pages = p.get("pages_done", 0) + p.get("pages_failed", 0)
+        await ctx.report_progress(done_pages, p.get("pages_in") or None, batch.status)
+        jobs = ", ".join(f"{k} {v}" for k, v in (p.get("jobs") or {}).items() if v)
+        more = "" if p.get("expanded") else " (more documents still to be listed)"
+        return (
+            f"Batch {batch.id} is {batch.status}: {p.get('items', 0)} documents{more}: {jobs or 'none yet'}; "
+            f"pages in {p.get('pages_in', 0)} = done {p.get('pages_done', 0)} + failed {p.get('pages_failed', 0)}. "
+            f"Manifest (JSONL, once ended): {batch.links.get('manifest', '')}"
+        )
+
     note = f"\n\n{source.note}" if source.note else ""
     server.add_tool(_taking(source, submit_document), description=SUBMIT_DOC + note)
     server.add_tool(get_document_result, description=RESULT_DOC)
     server.add_tool(_taking(source, parse_document), description=PARSE_DOC + note)
     server.add_tool(cancel_document, description=CANCEL_DOC)
+    server.add_tool(start_batch, description=BATCH_DOC)
+    server.add_tool(get_batch, description=GET_BATCH_DOC)
 
 
 def workspace_source(workspace: Workspace) -> DocumentSource:

@@ -119,3 +119,30 @@ class Document:
             for p in body.get("pages", [])
         )
         return cls(pages=pages, raw=body)
+
+
+@dataclass
+class Batch:
+    """A batch (POST /api/v1/batches): its status and progress as the API reports them."""
+
+    id: str
+    status: str
+    source: str = ""
+    prefix: str = ""
+    progress: dict[str, Any] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "cancelled")
+
+    @classmethod
+    def from_api(cls, body: dict[str, Any]) -> Batch:
+        return cls(
+            id=str(body["id"]),
+            status=str(body["status"]),
+            source=body.get("source") or "",
+            prefix=body.get("prefix") or "",
+            progress=dict(body.get("progress") or {}),
+            links=dict(body.get("links") or {}),
+        )

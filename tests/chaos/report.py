@@ -30,7 +30,7 @@ def progress(stack: Stack, docs: list[Doc], stop: threading.Event, every_s: floa
     while not stop.wait(every_s):
         try:
             client = redis.Redis(port=stack.redis_port, socket_timeout=2)
-            queues = {q: client.llen(q) for q in ("cpu", "layout", "ocr")}
+            queues = {q: client.llen(q) for q in ("cpu", "layout", "ocr", "webhooks")}
         except redis.RedisError:
             queues = {}
         ended = sum(1 for d in docs if d.status)
@@ -89,7 +89,9 @@ def stuck_state(stack: Stack, docs: list[Doc]) -> dict:
             out["jobs"][str(doc.index)] = {"kind": doc.kind, "job": job, "pages": pages}
     try:
         client = redis.Redis(port=stack.redis_port)
-        out["redis"] = {q: client.llen(q) for q in ("cpu", "layout", "ocr")} | {"unacked": client.hlen("unacked")}
+        out["redis"] = {q: client.llen(q) for q in ("cpu", "layout", "ocr", "webhooks")} | {
+            "unacked": client.hlen("unacked")
+        }
     except redis.RedisError as exc:  # a report, not a check: say what went wrong and go on
         out["redis"] = repr(exc)
     return out

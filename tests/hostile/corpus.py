@@ -240,6 +240,106 @@ def pdf_image_bomb(side: int = 12_000) -> bytes:
     return doc.tobytes()
 
 
+# --- bombs of work (issue 35): small files that ask a decoder or a reader for minutes ----------------
+
+
+def progressive_jpeg(side: int = 2000, scans: int = 1000) -> bytes:
+    """A flat progressive JPEG whose last scan repeats ``scans`` times: a decoder makes one pass
+    over every coefficient per scan (the issue's had 40,000 scans and ran ~80 s in ingest)."""
+    img = Image.new("L", (side, side), 200)
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", progressive=True, quality=90)
+    data = buf.getvalue()
+    last = data.rfind(b"\xff\xda")  # the last scan: its SOS segment and entropy-coded data
+    return data[:-2] + data[last:-2] * (scans - data.count(b"\xff\xda")) + b"\xff\xd9"
+
+
+def _riff_chunk(tag: bytes, data: bytes) -> bytes:
+    return tag + struct.pack("<I", len(data)) + data + (b"\0" if len(data) % 2 else b"")
+
+
+def animated_webp(canvas: tuple[int, int] = (4000, 4000), frames: int = 1500) -> bytes:
+    """An animated WebP of ``frames`` one-pixel frames on a large canvas, by byte surgery: each
+    frame is composited onto the whole canvas (0.2 s a frame at 4000x4000 here), and a decoder
+    asked for frame n decodes every frame before it (the issue's ran ~100 s; 6000x6000 x 5000
+    frames ran the whole 600 s ingest limit)."""
+    one = io.BytesIO()
+    Image.new("RGB", (1, 1), "white").save(one, "WEBP", lossless=True)
+    raw = one.getvalue()
+    vp8l = raw[12 : 20 + struct.unpack("<I", raw[16:20])[0]]
+    vp8l += b"\0" * (len(vp8l) % 2)
+    w, h = canvas
+    vp8x = _riff_chunk(b"VP8X", b"\x02\0\0\0" + (w - 1).to_bytes(3, "little") + (h - 1).to_bytes(3, "little"))
+    anim = _riff_chunk(b"ANIM", struct.pack("<IH", 0xFFFFFFFF, 0))
+    # Each frame: 1x1 at (0, 0), 100 ms, no blending, no disposal.
+    frame = _riff_chunk(b"ANMF", b"\0" * 12 + (100).to_bytes(3, "little") + b"\x02" + vp8l)
+    body = b"WEBP" + vp8x + anim + frame * frames
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def many_frame_tiff(frames: int = 5000, side: int = 64) -> bytes:
+    """A TIFF of ``frames`` small white pages: reopened for each page, frame n walked n IFDs
+    (the issue's 5,000 frames delayed another tenant 113 s, even after a cancel)."""
+    pages = [Image.new("L", (side, side), 255)] * frames
+    buf = io.BytesIO()
+    pages[0].save(buf, "TIFF", save_all=True, append_images=pages[1:], compression="packbits")
+    return buf.getvalue()
+
+
+def shared_annots_pdf(pages: int = 20, entries: int = 1_600_000) -> bytes:
+    """``pages`` empty pages sharing one ``/Annots`` array of ``entries`` references: loading a
+    page reads its annotations (the issue's 10 MB file held a web thread 66-300 s per POST)."""
+    doc = pymupdf.open()
+    # Made first, so its number is short ("3 0 R "): 1.6M references then fit the 10 MB door.
+    annot = doc.get_new_xref()
+    for _ in range(pages):
+        doc.new_page()
+    doc.update_object(annot, "<< /Type /Annot /Subtype /Text /Rect [0 0 10 10] >>")
+    array = doc.get_new_xref()
+    doc.update_object(array, "[" + f"{annot} 0 R " * entries + "]")
+    for number in range(pages):
+        doc.xref_set_key(doc[number].xref, "Annots", f"{array} 0 R")
+    return doc.tobytes()
+
+
+def nested_forms_pdf(depth: int = 5000) -> bytes:
+    """One page drawing a Form XObject that draws the next, ``depth`` deep (the issue's jobs were
+    still ``running`` when the probe ended)."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    forms = [doc.get_new_xref() for _ in range(depth)]
+    for n, xref in enumerate(forms):
+        if n + 1 < depth:
+            doc.update_object(
+                xref,
+                f"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /XObject << /X {forms[n + 1]} 0 R >> >> >>",
+            )
+            doc.update_stream(xref, b"q /X Do Q")
+        else:
+            doc.update_object(xref, "<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] >>")
+            doc.update_stream(xref, b"0 0 m 10 10 l S")
+    resources = doc.get_new_xref()
+    doc.update_object(resources, f"<< /XObject << /X {forms[0]} 0 R >> >>")
+    doc.xref_set_key(page.xref, "Resources", f"{resources} 0 R")
+    contents = doc.get_new_xref()
+    doc.update_object(contents, "<<>>")
+    doc.update_stream(contents, b"q /X Do Q")
+    doc.xref_set_key(page.xref, "Contents", f"{contents} 0 R")
+    return doc.tobytes()
+
+
+def text_tiff(pages: int, words: str = "Fair dispatch keeps tenants apart") -> bytes:
+    """``pages`` small pages of printed text, quick to OCR (the dev set's scans may be absent)."""
+    frames = []
+    for n in range(pages):
+        img = Image.new("L", (900, 160), 255)
+        ImageDraw.Draw(img).text((20, 60), f"{words} page {n + 1}", fill=0, font_size=36)
+        frames.append(img)
+    buf = io.BytesIO()
+    frames[0].save(buf, "TIFF", save_all=True, append_images=frames[1:], dpi=(300, 300))
+    return buf.getvalue()
+
+
 def truncated(data: bytes, keep: float) -> bytes:
     return data[: int(len(data) * keep)]
 
@@ -405,6 +505,25 @@ CASES: list[Case] = [
         lambda: text_png() + text_pdf("The PDF hidden after the PNG."),
         Done(),
         "PNG with a PDF appended: read as the PNG it starts as",
+    ),
+    # Bombs of work (issue 35): refused at the door by counting, or failed by the page budget
+    Case(
+        "progressive_scans.jpg",
+        lambda: progressive_jpeg(1000, 2000),
+        Refused(422, "input:too-complex"),
+        "a progressive JPEG whose last scan repeats 2,000 times: scans are counted at the door",
+    ),
+    Case(
+        "animation_canvas.webp",
+        lambda: animated_webp((4000, 4000), 1500),
+        Refused(413, "input:too-large"),
+        "1,500 one-pixel frames on a 4000x4000 canvas: 2.4e10 pixels from 75 KB",
+    ),
+    Case(
+        "nested_forms.pdf",
+        lambda: nested_forms_pdf(5000),
+        Failed("input:too-complex"),
+        "Form XObjects nested 5,000 deep: MuPDF's stack overflow is the page's fault, at once",
     ),
     # Names: the stored name is ours; the client's is display text only
     Case("traversal", lambda: text_pdf(), Done(), "path traversal in the name", filename="../../../etc/passwd.pdf"),

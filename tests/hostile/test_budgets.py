@@ -23,7 +23,7 @@ from django.utils import timezone
 from apps.api.models import Tenant
 from apps.jobs.models import Job, StageEvent
 from ocrsite.vocabulary import ErrorCode
-from tests.hostile.corpus import inflating_text_pdf, text_pdf
+from tests.hostile.corpus import inflating_text_pdf, many_frame_tiff, nested_forms_pdf, progressive_jpeg, text_pdf
 from tests.support.documents import dev_file
 from tests.support.jobs_api import upload, wait_for_job
 from tests.support.perimeter import key_client, new_key, queues_held, settle
@@ -106,7 +106,7 @@ def test_pages_without_text_come_back_as_images():
 def test_poison_pdfs_fail_within_budget_while_another_tenant_finishes(start_worker, redis_client, poison15, poison64):
     """Tenant A sends both poison files; tenant B's ordinary document, sent after them, is done."""
     worker = start_worker(
-        queues="cpu,layout,ocr",
+        queues="cpu,layout,ocr,webhooks",
         concurrency=2,
         env={"OCR_PAGE_MEMORY_MB": "384", "OCR_PAGE_CPU_SECONDS": "20"},
         name="budget",
@@ -183,3 +183,34 @@ def test_a_delivery_past_the_ingest_cap_fails_the_job_instead_of_splitting_it(se
     ingest.split_document(str(fresh.pk))
     fresh.refresh_from_db()
     assert fresh.ingest_attempts == 1 and fresh.pages.count() == 1
+
+
+# --- images and deep PDFs under the same budget (issue 35) ---------------------------------------
+
+
+def test_an_image_frame_past_its_cpu_budget_is_too_complex():
+    """A progressive JPEG under the door's scan count but big enough to cost seconds: decoded in
+    the budgeted child, it stops at the page's CPU seconds (in the worker before, it ran as long
+    as the decoder liked: the issue's took ~80 s and held a cpu slot)."""
+    data = progressive_jpeg(side=4000, scans=99)
+    with pytest.raises(budget.InputError) as failed:
+        list(budget.read_image_frames(data, [0], 60_000_000, budget.PageBudget(cpu_s=0.5)))
+    assert failed.value.code == ErrorCode.INPUT_TOO_COMPLEX
+    assert "page 1" in failed.value.message and "CPU time" in failed.value.message
+
+
+def test_frames_are_read_in_one_pass_and_come_back_as_page_images():
+    data = many_frame_tiff(frames=40, side=64)
+    pages = list(budget.read_image_frames(data, [3, 0, 39], 60_000_000, budget.PageBudget()))
+    assert [p.index for p in pages] == [0, 3, 39]
+    assert all(isinstance(p, budget.ImagePage) and p.png.startswith(b"\x89PNG") for p in pages)
+    assert (pages[0].width, pages[0].height) == (64, 64)
+
+
+def test_forms_nested_5000_deep_are_too_complex_at_once():
+    """The issue's jobs stayed ``running``: MuPDF's stack overflow came back as a RuntimeError
+    that nobody turned into a state. Now it is the page's fault, on the first delivery."""
+    with pytest.raises(budget.InputError) as failed:
+        _read(nested_forms_pdf(5000), budget.PageBudget())
+    assert failed.value.code == ErrorCode.INPUT_TOO_COMPLEX
+    assert "nested" in failed.value.message

@@ -15,7 +15,17 @@ from contextlib import contextmanager
 import redis
 from celery import Celery
 
-QUEUES = ("cpu", "layout", "ocr")
+QUEUES = ("cpu", "layout", "ocr", "webhooks")
+# The tenants' lanes in front of the queues (apps.jobs.lanes): what a token takes.
+LANE_KEYS = ("lane:*", "lanes:*", "inflight:*")
+
+
+def clear_lanes(client) -> None:
+    for pattern in LANE_KEYS:
+        for key in client.scan_iter(pattern):
+            client.delete(key)
+
+
 # kombu's Redis transport keeps delivered-but-unacknowledged messages here (acks_late).
 UNACKED_KEY = "unacked"
 

@@ -114,3 +114,13 @@ def test_every_vlm_profile_is_in_the_catalogue_with_the_mode_its_recogniser_driv
     for name, served_by in catalogue.VLM_PROFILES.items():
         assert served_by in catalogue.RECOGNIZERS
         assert profiles.get(name)["mode"] == ("page" if served_by == "vlm-page" else "region"), name
+
+
+def test_every_job_engine_runs_parts_the_catalogue_has_and_every_adapter_is_a_function():
+    """A JOB_ENGINES line naming a part nobody added (or an adapter path that does not import)
+    would fail only when a job asked for it, in a worker."""
+    for name, choice in catalogue.JOB_ENGINES.items():
+        assert choice.layout in (None, catalogue.DEPLOYMENT, *catalogue.LAYOUTS), name
+        assert choice.recognizer in (catalogue.DEPLOYMENT, *catalogue.RECOGNIZERS), name
+    for part in (*catalogue.LAYOUTS.values(), *catalogue.RECOGNIZERS.values()):
+        assert callable(registry._adapter(part.adapter)), part.adapter

@@ -4,6 +4,7 @@ reads is listed with its type, default and a line of help, and the page is not s
 from __future__ import annotations
 
 from ocrsite.configuration import ELSEWHERE, HELP, render, variables
+from ocrsite.vocabulary import Queue
 from tests.support.documents import ROOT
 
 
@@ -22,7 +23,7 @@ def test_a_new_setting_is_found_with_its_type_default_and_choices():
     source = 'A = env_int("OCR_NEW", 2 * 4)\nif A:\n    B = env_choice("OCR_MODE", Queue.CPU.value, tuple(Queue))\n'
     [new, mode] = variables(source)
     assert (new.name, new.kind, new.default) == ("OCR_NEW", "integer", "8")
-    assert (mode.name, mode.kind, mode.default, mode.choices) == ("OCR_MODE", "choice", "cpu", "cpu,layout,ocr")
+    assert (mode.name, mode.kind, mode.default, mode.choices) == ("OCR_MODE", "choice", "cpu", ",".join(Queue))
 
 
 def test_variables_read_elsewhere_are_read_where_the_page_says():

@@ -13,7 +13,7 @@ from workers.content import conservation, tables
 from workers.engines import textlayer
 
 
-def _born_digital_pages() -> list[tuple[str, int]]:
+def _born_digital_pages() -> list:
     pages = []
     for base in (BUNDLED_DATA, SHARED_DATA):
         for path in sorted(base.glob("*.pdf")) if base.exists() else []:
@@ -23,7 +23,11 @@ def _born_digital_pages() -> list[tuple[str, int]]:
                 continue  # the refusal fixtures (empty, broken): not documents with a text layer
             if doc.needs_pass:
                 continue
-            pages += [(str(path), page.number) for page in doc if textlayer.has_text_layer(page, 32)]
+            # The dense NICS table page costs seconds a reading: make test only.
+            marks = [pytest.mark.slow] if "nics" in path.name else []
+            pages += [
+                pytest.param(str(path), page.number, marks=marks) for page in doc if textlayer.has_text_layer(page, 32)
+            ]
     return pages
 
 
@@ -39,7 +43,7 @@ def test_every_word_of_the_page_is_in_the_result(path, index):
 
 
 def test_corpus_holds_the_rotated_documents():
-    paths = {p.rsplit("/", 1)[-1] for p, _ in _born_digital_pages()}
+    paths = {param.values[0].rsplit("/", 1)[-1] for param in _born_digital_pages()}
     assert {"senate-expenditures.pdf", "anticlockwise_table_1.pdf", "clockwise_table_1.pdf"} <= paths
 
 

@@ -10,14 +10,14 @@ import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 from ocrclient.mcp_server import LAYOUT_MARK, REMOTE_SOURCE, local_server, parse_handle, remote_server
 
-TOOLS = {"submit_document", "get_document_result", "parse_document", "cancel_document"}
+TOOLS = {"submit_document", "get_document_result", "parse_document", "cancel_document", "start_batch", "get_batch"}
 
 
 def _tools(server) -> dict:
     return {t.name: t for t in asyncio.run(server.list_tools())}
 
 
-def test_both_servers_publish_the_same_four_tools_each_with_its_own_document_parameters(tmp_path):
+def test_both_servers_publish_the_same_tools_each_with_its_own_document_parameters(tmp_path):
     local, remote = _tools(local_server(tmp_path)), _tools(remote_server("http://platform.invalid"))
     assert set(local) == set(remote) == TOOLS
     for name in ("get_document_result", "cancel_document"):
@@ -32,6 +32,9 @@ def test_both_servers_publish_the_same_four_tools_each_with_its_own_document_par
         assert REMOTE_SOURCE in remote[name].description and REMOTE_SOURCE not in local[name].description
     assert "max_inline_tokens" in local["parse_document"].input_schema["properties"]
     assert "ctx" not in local["parse_document"].input_schema["properties"]
+    # Batches name objects already in the platform's storage: the same parameters on both.
+    for name in ("start_batch", "get_batch"):
+        assert local[name].input_schema == remote[name].input_schema
 
 
 def test_a_handle_carries_the_layout_choice_and_nothing_else():

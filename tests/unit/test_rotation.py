@@ -16,8 +16,9 @@ BORN_DIGITAL = [
     ("multi_page.pdf", 0),
     ("multi_page.pdf", 2),
     ("code_and_formula.pdf", 1),
-    ("table_page_2305.03393v1-pg9.pdf", 0),
-    ("table_nics-background-checks-2015-11.pdf", 0),
+    # The table pages cost seconds each to read twice (the NICS page ~10 CPU-s): make test only.
+    pytest.param("table_page_2305.03393v1-pg9.pdf", 0, marks=pytest.mark.slow),
+    pytest.param("table_nics-background-checks-2015-11.pdf", 0, marks=pytest.mark.slow),
 ]
 
 

@@ -3,7 +3,7 @@
 Input shape, one dict a page (regions already in reading order)::
 
     {"index", "width", "height", "dpi", "width_pt", "height_pt", "source", "rotation", "flags",
-     "confidence", "regions": [{"order", "label", "bbox": (x0, y0, x1, y1), "polygon", "text", "confidence",
+     "confidence", "script", "regions": [{"order", "label", "bbox": (x0, y0, x1, y1), "polygon", "text", "confidence",
                   "score", "task", "source", "engine", "flags"}]}
 """
 
@@ -80,6 +80,9 @@ def to_json(job: dict[str, Any], pages: Sequence[dict[str, Any]]) -> str:
                 # workers/content/confidence.py: character-weighted mean of the regions'; None
                 # when no region has text and a confidence.
                 "confidence": page.get("confidence"),
+                # The script OCR judged the page to be in (latin, cjk, unsupported); text-layer
+                # pages and engines that do not judge have none.
+                **({"script": page["script"]} if page.get("script") else {}),
                 "regions": [
                     {
                         "order": r["order"],

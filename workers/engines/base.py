@@ -59,6 +59,10 @@ class RegionText:
     lines: tuple[TextLine, ...] = ()
     flags: tuple[str, ...] = ()
     latency_ms: int | None = None
+    # A VLM request's estimated GPU time: its latency times its share of the server while it ran
+    # (1 / the requests this process had in flight, at its start and end averaged). Requests from
+    # other processes share the GPU too, so with several workers per server this is an upper bound.
+    gpu_ms: int | None = None
     # (code, message) when this region could not be read though the page as a whole could.
     error: tuple[str, str] | None = None
     # A table region's grid (``workers.content.tables.to_dict``): rows × columns of cells with
@@ -76,6 +80,11 @@ class Recognition:
 
     texts: list[RegionText]
     extra: list[tuple[LayoutBox, RegionText]] = field(default_factory=list)
+    # The page's own findings: the script it was judged to be written in (``latin``, ``cjk``,
+    # ``unsupported``; None where the recognizer does not judge), and page flags such as
+    # ``script:unsupported`` (``Page.flags``: the JSON, the console and /metrics show them).
+    script: str | None = None
+    flags: tuple[str, ...] = ()
 
 
 class EngineError(Exception):

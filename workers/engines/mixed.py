@@ -8,6 +8,7 @@ pass finds outside every region still come back as extra regions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -52,4 +53,4 @@ class MixedRecognizer:
                     texts[i].latency_ms,
                 )
             )
-        return Recognition(texts=texts, extra=base.extra)
+        return replace(base, texts=texts)

@@ -129,6 +129,7 @@ class _Answer:
     text: str = ""
     finish_reason: str | None = None
     latency_ms: int = 0
+    gpu_ms: int = 0
     error: tuple[str, str] | None = None
     transient: bool = False
     handback: bool = False  # the worker is stopping: this region was not read, hand the page back
@@ -282,7 +283,13 @@ class VllmRecognizer:
             extra.append(
                 (
                     LayoutBox(label=label, bbox=block.bbox, score=1.0, order=rank),
-                    RegionText(cleaned, flags=flags + tuple(more), latency_ms=answer.latency_ms),
+                    # One request read the whole page: its GPU time is counted once, on the first block.
+                    RegionText(
+                        cleaned,
+                        flags=flags + tuple(more),
+                        latency_ms=answer.latency_ms,
+                        gpu_ms=answer.gpu_ms if rank == 0 else 0,
+                    ),
                 )
             )
         if not blocks and text.strip():
@@ -291,7 +298,12 @@ class VllmRecognizer:
             extra.append(
                 (
                     LayoutBox("text", (0.0, 0.0, float(width), float(height)), score=0.0),
-                    RegionText(cleaned, flags=flags + ("no-grounding", *more), latency_ms=answer.latency_ms),
+                    RegionText(
+                        cleaned,
+                        flags=flags + ("no-grounding", *more),
+                        latency_ms=answer.latency_ms,
+                        gpu_ms=answer.gpu_ms,
+                    ),
                 )
             )
         # A layout pass that ran anyway is superseded by the model's own regions.
@@ -386,6 +398,8 @@ class VllmRecognizer:
     async def _attempt(self, call: _Call) -> _Answer:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        sharing_at_start = self.in_flight
+        sharing_at_end = 1
         started = time.perf_counter()
         try:
             response = await asyncio.wait_for(self._request(call), timeout=self.config.timeout_s)
@@ -405,14 +419,20 @@ class VllmRecognizer:
                 raise _Retryable(ErrorCode.VLLM_SERVER_ERROR, f"HTTP {exc.status_code}") from exc
             raise
         finally:
+            sharing_at_end = self.in_flight
             self.in_flight -= 1
         try:
             choice = response.json()["choices"][0]
             text = choice["message"].get("content") or ""
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise _Retryable(ErrorCode.VLLM_BAD_RESPONSE, f"unreadable completion: {exc}") from exc
+        latency_ms = int((time.perf_counter() - started) * 1000)
+        sharing = max(1.0, (sharing_at_start + sharing_at_end) / 2)
         return _Answer(
-            text=text, finish_reason=choice.get("finish_reason"), latency_ms=int((time.perf_counter() - started) * 1000)
+            text=text,
+            finish_reason=choice.get("finish_reason"),
+            latency_ms=latency_ms,
+            gpu_ms=int(latency_ms / sharing),
         )
 
     async def _request(self, call: _Call) -> httpx2.Response:
@@ -451,7 +471,11 @@ class VllmRecognizer:
         text, flags = vlm_output.clean(answer.text, task=task, finish_reason=answer.finish_reason)
         grid = tables.parse_markup(text) if task == "table" and "table-invalid" not in flags else None
         return RegionText(
-            text, flags=tuple(flags), latency_ms=answer.latency_ms, table=tables.to_dict(grid) if grid else None
+            text,
+            flags=tuple(flags),
+            latency_ms=answer.latency_ms,
+            gpu_ms=answer.gpu_ms,
+            table=tables.to_dict(grid) if grid else None,
         )
 
     def _raise_if_not_read(self, answers: Sequence[_Answer]) -> None:

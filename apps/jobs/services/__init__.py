@@ -4,6 +4,8 @@ By concern, one module each:
 
 - ``creation``: ``create_job``, the one path from a probed document to a queued job, whatever
   way it came (``idempotency``: a retried submission gets its first job back);
+- ``result_cache``: a job whose document, pages, options and engine versions were read before is
+  answered with that result (a row naming it, no page work); done jobs offer theirs;
 - ``intake``: ``submit`` probes a document sent with the request and makes its job (direct
   uploads to storage are ``apps.jobs.direct_uploads``);
 - ``transitions``: the pipeline's status moves, each a compare-and-set (claims, releases, a page's
@@ -23,9 +25,18 @@ operator actions enqueue by task name. Callers use the names below (``services.s
 from __future__ import annotations
 
 from apps.jobs.services.actions import cancel, purge, rerun, reset_pages, retry
-from apps.jobs.services.creation import Admit, JobRequest, Source, create_job, select_pages, send_ingest
+from apps.jobs.services.creation import (
+    Admit,
+    JobRequest,
+    Source,
+    create_job,
+    select_pages,
+    send_ingest,
+    start_or_finish,
+)
 from apps.jobs.services.idempotency import IdempotencyConflict, idempotent_job
 from apps.jobs.services.intake import Limits, Upload, clean_filename, default_limits, submit
+from apps.jobs.services.result_cache import register as register_result
 from apps.jobs.services.retention import RETENTION_ACTOR, Purged, purge_expired
 from apps.jobs.services.storage import save_bytes
 from apps.jobs.services.timeline import WORKER, record
@@ -79,8 +90,10 @@ __all__ = [
     "rerun",
     "reset_pages",
     "retry",
+    "register_result",
     "save_bytes",
     "start_job",
+    "start_or_finish",
     "submit",
     "within_attempts",
 ]

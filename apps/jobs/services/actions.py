@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from apps.jobs import enqueue
 from apps.jobs.models import Job, Page, Region
+from apps.jobs.services import result_cache
 from apps.jobs.services.storage import delete_stored
 from apps.jobs.services.timeline import record
 from apps.jobs.services.transitions import job_finished
@@ -44,11 +45,12 @@ def retry(job_id, actor: str = "") -> bool:
             # Ingest never finished: run it again; it skips pages that already exist.
             Page.objects.filter(pk__in=failed).update(status=PageStatus.QUEUED, updated_at=now)
             job.status = Job.Status.QUEUED
-            after = lambda: enqueue.ingest(job.pk)  # noqa: E731
+            send = lambda: enqueue.ingest(job.pk, job.tenant)  # noqa: E731
         else:
             reset_pages(failed, now)
             job.status = Job.Status.RUNNING
-            after = lambda: enqueue.detect_layout(failed)  # noqa: E731
+            send = lambda: enqueue.detect_layout(failed, tenant=job.tenant)  # noqa: E731
+        after = _in_lane(job, send)
         job.pages_failed = 0
         job.error_code = ""
         job.error_message = ""
@@ -66,6 +68,9 @@ def rerun(job_id, actor: str = "") -> bool:
         if job is None or job.status in Job.ACTIVE or not job.source:
             return False
         job.pages.all().delete()
+        stale = result_cache.release(job)
+        transaction.on_commit(lambda: delete_stored(stale, job.pk))
+        job.cached_from = None
         job.status = Job.Status.QUEUED
         job.attempt += 1
         job.pages_done = job.pages_failed = 0
@@ -74,7 +79,7 @@ def rerun(job_id, actor: str = "") -> bool:
         job.result_markdown = job.result_json = ""
         job.save()
         record(job.pk, "rerun", started=timezone.now(), actor=actor, detail={"attempt": job.attempt})
-        transaction.on_commit(lambda: enqueue.ingest(job.pk))
+        transaction.on_commit(_in_lane(job, lambda: enqueue.ingest(job.pk, job.tenant)))
     return True
 
 
@@ -89,7 +94,11 @@ def purge(job_id, actor: str = "") -> bool:
         if job is None or job.status in Job.ACTIVE or job.purged_at:
             return False
         images = list(job.pages.exclude(image="").values_list("image", flat=True))
-        names = [n for n in (job.source.name, job.result_markdown.name, job.result_json.name, *images) if n]
+        # Result files other jobs still name (the result cache's) stay until their last user goes.
+        results = result_cache.release(job)
+        # A batch's item read in place is the tenant's own object, not ours to delete.
+        source = "" if job.batch_item and job.source.name == job.batch_item else job.source.name
+        names = [n for n in (source, *results, *images) if n]
         regions = Region.objects.filter(page__job=job)
         deleted_regions, _ = regions.delete()  # region text is a result too
         now = timezone.now()
@@ -102,6 +111,16 @@ def purge(job_id, actor: str = "") -> bool:
         # file (logged), never a row pointing at nothing.
         transaction.on_commit(lambda: delete_stored(names, job.pk))
     return True
+
+
+def _in_lane(job: Job, send):
+    """``send`` on the job's lane: a batch's job stays on the bulk lane when an operator acts."""
+
+    def sent() -> None:
+        with enqueue.lane(enqueue.lane_of(bulk=job.batch_id is not None)):
+            send()
+
+    return sent
 
 
 def reset_pages(page_ids: Iterable[int], now: datetime | None = None) -> None:

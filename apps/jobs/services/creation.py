@@ -15,12 +15,17 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from apps.jobs import enqueue, page_ranges
 from apps.jobs.documents import Probe
 from apps.jobs.models import Job
+from apps.jobs.services import result_cache
 from apps.jobs.services.idempotency import idempotent_job
+from apps.jobs.services.timeline import record
+from apps.jobs.services.transitions import job_finished
+from ocrsite import telemetry
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +42,9 @@ class JobRequest:
     engine: str | None = None
     options: dict | None = None
     idempotency_key: str = ""
+    # A batch's item: the job runs on the bulk lane (apps.jobs.batches).
+    batch: object = None
+    batch_item: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,19 +100,25 @@ def create_job(request: JobRequest, source: Source, *, admit: Admit | None = Non
         sha256=source.sha256,
         size_bytes=source.size_bytes,
         page_count=found.page_count,
+        batch=request.batch,
+        batch_item=request.batch_item,
+        traceparent=telemetry.current_traceparent(),
     )
     source.attach(job)
+    result_cache.prepare(job, page_count=found.page_count)
     try:
         with transaction.atomic():
+            cached = result_cache.answer_from_cache(job)
             job.save()
             claimed = source.claim(job)
             if claimed:
-                transaction.on_commit(lambda: send_ingest(job.pk))
+                start_or_finish(job, cached)
             else:
                 transaction.set_rollback(True)
     except IntegrityError:
-        # Only the (tenant, idempotency_key) constraint can fail here: a concurrent request with
-        # the same key inserted first. Its job is the answer; ours leaves nothing behind.
+        # The (tenant, idempotency_key) constraint: a concurrent request with the same key
+        # inserted first. Its job is the answer; ours leaves nothing behind. (A batch's item made
+        # twice at once fails on (batch, batch_item) and re-raises for the expansion to skip.)
         source.release(job)
         if undo:
             undo()
@@ -116,8 +130,23 @@ def create_job(request: JobRequest, source: Source, *, admit: Admit | None = Non
         if undo:
             undo()
         return source.taken()
-    log.info("job submitted", extra={"job_id": str(job.pk), "pages": found.page_count, "source": type(source).__name__})
+    if cached and undo:
+        undo()  # nothing will be read: the tenant's page quota and the backlog are not charged
+    log.info(
+        "job submitted",
+        extra={"job_id": str(job.pk), "pages": found.page_count, "source": type(source).__name__, "cached": cached},
+    )
     return job
+
+
+def start_or_finish(job: Job, cached: bool) -> None:
+    """After a new job's row is written, in its transaction: ingest once it commits, or, for a
+    job answered from the result cache, its timeline line and the finished signal (webhooks)."""
+    if not cached:
+        transaction.on_commit(lambda: send_ingest(job.pk, job.tenant))
+        return
+    record(job.pk, "cache", started=timezone.now(), detail={"from": str(job.cached_from_id), "pages": job.page_count})
+    job_finished.send(sender=Job, job_id=job.pk)
 
 
 def select_pages(found: Probe, options: dict | None) -> Probe:
@@ -128,11 +157,11 @@ def select_pages(found: Probe, options: dict | None) -> Probe:
     return Probe(kind=found.kind, page_count=len(page_ranges.select(spec, found.page_count)))
 
 
-def send_ingest(job_id) -> None:
+def send_ingest(job_id, tenant: str | None = None) -> None:
     """After the commit the job is accepted for good: a broker that fails now must not turn the
     answer into an error. The queued row is the record; the sweep sends its ingest once the row
     is OCR_STALE_AFTER old."""
     try:
-        enqueue.ingest(job_id)
+        enqueue.ingest(job_id, tenant)
     except (BrokerError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         log.warning("job accepted but its ingest could not be sent (%s); the sweep will send it", exc)

@@ -57,7 +57,12 @@ def submit(
     limits = limits or default_limits()
     if upload.size > limits.max_bytes:
         raise InputError(ErrorCode.INPUT_TOO_LARGE, f"{upload.size} bytes; the limit is {limits.max_bytes}")
-    found = probe(upload.stream, max_pages=limits.max_pages, max_pixels=settings.OCR_MAX_IMAGE_PIXELS)
+    found = probe(
+        upload.stream,
+        max_pages=limits.max_pages,
+        max_pixels=settings.OCR_MAX_IMAGE_PIXELS,
+        pixels_per_byte=settings.OCR_IMAGE_PIXELS_PER_BYTE,
+    )
     upload.stream.seek(0)
     digest = hashlib.sha256()
     for chunk in iter(lambda: upload.stream.read(1 << 20), b""):

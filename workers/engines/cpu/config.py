@@ -54,6 +54,14 @@ class CpuRecognizerConfig:
     # table back above Tesseract for little CPU.
     reread_below: float = 0.0
     reread_model: CpuModel = CpuModel.SMALL
+    # The re-reader's classifier: "full" (every character the model knows) or "latin"; empty: the
+    # same as rec_head. A line still unsure after the re-read (under script.UNSURE_BELOW) is read
+    # once more by the small model's full head where the script check is on (loaded on first need),
+    # so a line of Chinese or Japanese on a Latin page is read in its script. Re-reading every unsure
+    # line with the full head instead read the same words on the dev pages but cost more CPU there
+    # (the full classifier) and more memory from start-up (docs/benchmarks.md, "Figures behind the
+    # CPU engine's defaults"): fast keeps the Latin head.
+    reread_head: str = ""
     # A probe box is kept when its mean text probability reaches this (rapidocr's default 0.5).
     # The tiny detector is less sure of short isolated marks (list numbers "2", "3"): the fast
     # profile's lower threshold keeps them and adds nothing spurious on the dev pages.
@@ -79,6 +87,21 @@ class CpuRecognizerConfig:
     # default threshold sits between normal print and 6-pt print as measured at the probe's size.
     det_probe_side: int = 0
     det_probe_min_px: float = 13.0
+    # Check the script of a page whose lines read unsure, and read a CJK page with the full-head
+    # small model or flag a page no recogniser here reads (workers.engines.cpu.script). The check
+    # costs nothing on a page whose lines read confidently.
+    script_check: bool = True
+    # A page larger than det_max_side is shrunk to fit it for detection; when that shrink is to
+    # under tile_max_shrink of its size and the median line found there is under tile_min_line_px
+    # (or nothing is found, or the boxes are merged blocks of small print) the page is read again
+    # in overlapping full-width bands at the scale that makes its lines about tile_line_px tall,
+    # never enlarged (workers.engines.cpu.tiles). A 200-dpi A4 page shrinks only mildly and the dev
+    # set's smallest print (the 6-pt NICS table) reads well shrunk: neither is banded; Han print
+    # needs more pixels than Latin (figures: docs/benchmarks.md, "Figures behind the CPU engine's
+    # defaults"). tile_min_line_px 0: always shrink.
+    tile_max_shrink: float = 0.5
+    tile_min_line_px: float = 20.0
+    tile_line_px: float = 32.0
     model_cache_dir: str = ""
     # Inference runtime for recognition, reading the same ONNX file: "onnxruntime", "openvino"
     # (Intel's CPU runtime) or "auto" (resolved by profile_config / the recognizer: see

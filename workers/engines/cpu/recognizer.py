@@ -20,11 +20,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ocrsite.memory import release_freed_memory
-from ocrsite.vocabulary import CpuRuntime, ErrorCode
+from ocrsite.vocabulary import CpuModel, CpuRuntime, ErrorCode
 from workers.engines.base import EngineError, LayoutBox, Recognition, TextLine
+from workers.engines.cpu import script as script_check
+from workers.engines.cpu import tiles
 from workers.engines.cpu.budget import resolve_threads
 from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolved
-from workers.engines.cpu.detection import TextDetection
+from workers.engines.cpu.detection import MERGED_LINE_FACTOR, MERGED_SHARE_MAX, TextDetection, line_heights
 from workers.engines.cpu.lines import assign_lines, table_text
 from workers.engines.cpu.models import rec_model, wheel_model
 from workers.engines.cpu.rapid import as_bgr, quiet
@@ -33,12 +35,19 @@ from workers.engines.geometry import quad_to_box
 log = logging.getLogger("workers.engines.cpu")
 
 
+# The detection pass a page read in bands reports (``tiles``): full-size detection, band by band.
+FULL_BANDS = "full-bands"
+
+
 @dataclass(frozen=True)
 class PageLines:
-    """What one pass over a page read, and which detection pass it kept."""
+    """What one pass over a page read, which detection pass it kept, the script the page was
+    judged to be in (``script``) and what it raised (``script:unsupported``)."""
 
     lines: list[TextLine]
     detection_pass: str
+    script: str = script_check.SCRIPT_LATIN
+    flags: tuple[str, ...] = ()
 
 
 def needs_full_detection(regions: Sequence[LayoutBox]) -> bool:
@@ -106,6 +115,9 @@ class RapidOcrRecognizer:
             probe_detector = TextDetector(probe_cfg)
         self.detection = TextDetection(_full_size_detector(cfg.Det, config.det_memory_patterns), config, probe_detector)
         self._recognition = TextRecognizer(cfg.Rec)
+        self._rec_cfg = cfg.Rec
+        self._onnxruntime_cfg = cfg.EngineConfig.onnxruntime
+        self._full_head = self._recognition if (config.rec_model, config.rec_head) == ("small", "full") else None
         self._rereader = None
         if self._rereads(config):
             # On onnxruntime whatever reads the page: it keeps no state per input shape, and the
@@ -113,10 +125,13 @@ class RapidOcrRecognizer:
             reread_cfg = cfg.Rec.copy()
             reread_cfg.engine_type = EngineType.ONNXRUNTIME
             reread_cfg.engine_cfg = cfg.EngineConfig.onnxruntime
-            path, keys = rec_model(config.reread_model, config.rec_head, config.model_cache_dir)
+            reread_head = config.reread_head or config.rec_head
+            path, keys = rec_model(config.reread_model, reread_head, config.model_cache_dir)
             reread_cfg.model_path = str(path)
             reread_cfg.rec_keys_path = str(keys) if keys else None
             self._rereader = TextRecognizer(reread_cfg)
+            if (config.reread_model, reread_head) == (CpuModel.SMALL, "full"):
+                self._full_head = self._rereader
         # Operators read what a worker really runs here: `auto` resolves per machine (auto_runtime).
         log.info(
             "CPU recognizer ready in %.1f s: %s, recognition on %s, %s head, detection %s, %d thread(s)",
@@ -165,20 +180,139 @@ class RapidOcrRecognizer:
         try:
             with self._lock:
                 detected = self.detection(page, full=full_detection)
+                shrink = min(page.shape[0] / height, page.shape[1] / width)
+                heights = line_heights(detected.quads)
+                if tiles.needs_bands(
+                    heights,
+                    shrink,
+                    self.config.tile_max_shrink,
+                    self.config.tile_min_line_px,
+                    MERGED_LINE_FACTOR,
+                    MERGED_SHARE_MAX,
+                ):
+                    budget = page.shape[0] * page.shape[1]
+                    del page
+                    found = map_boxes_to_original(detected.quads.copy(), op_record, height, width)
+                    scale = tiles.band_scale(heights, shrink, self.config.tile_line_px)
+                    return self._read_bands(image, scale, budget, tiles.content_box(found, height, width))
                 if not len(detected.quads):
                     return PageLines([], detected.detection_pass)
                 crops = [get_rotate_crop_image(page, quad.copy()) for quad in detected.quads]
                 del page
-                read = self._reread_unsure(crops, self._read_crops(crops))
+                read, script, flags = self._read_by_script(crops)
         except Exception as exc:  # onnxruntime and OpenVINO raise plain exceptions on bad tensors
             raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
         quads = map_boxes_to_original(detected.quads.copy(), op_record, height, width)
-        lines = [
+        return PageLines(self._lines(quads, read), detected.detection_pass, script, flags)
+
+    def _lines(self, quads: np.ndarray, read: list[tuple[str, float]]) -> list[TextLine]:
+        return [
             TextLine(text=text.strip(), bbox=quad_to_box(quad), confidence=float(score))
             for quad, (text, score) in zip(quads, read, strict=True)
-            if text.strip() and score >= g.text_score
+            if text.strip() and score >= self._global.text_score
         ]
-        return PageLines(lines, detected.detection_pass)
+
+    def _read_bands(
+        self, image: np.ndarray, scale: float, budget_px: int, content: tuple[int, int, int, int]
+    ) -> PageLines:
+        """A large page whose print the shrink to ``det_max_side`` made too small, read in
+        overlapping full-width bands at ``scale`` over its ``content`` box (``tiles``), each cut
+        from the page and scaled on its own so one band at a time is held at that scale. Called
+        under the engine's lock."""
+        import cv2
+        from rapidocr.utils.process_img import get_rotate_crop_image
+
+        x0, y0, x1, y1 = content
+        image = image[y0:y1, x0:x1]
+        height, width = image.shape[:2]
+        offset = np.array([x0, y0], np.float32)
+        scaled_h, scaled_w = max(1, round(height * scale)), max(1, round(width * scale))
+        quads_out: list[np.ndarray] = []
+        crops: list[np.ndarray] = []
+        for band in tiles.plan(
+            scaled_h,
+            scaled_w,
+            budget_px,
+            self.config.tile_line_px,
+            self.config.det_limit_side if self.config.det_limit_type == "min" else 0,
+        ):
+            rows = image[int(band.top / scale) : min(height, int(np.ceil(band.bottom / scale)))]
+            size = (scaled_w, band.bottom - band.top)
+            pixels = as_bgr(
+                rows
+                if scale == 1.0 and rows.shape[:2] == size[::-1]
+                else cv2.resize(rows, size, interpolation=cv2.INTER_AREA)
+            )
+            quads = self.detection(pixels, full=True).quads
+            keep = tiles.kept(quads, band, scaled_h)
+            crops.extend(get_rotate_crop_image(pixels, quad.copy()) for quad in quads[keep])
+            quads_out.extend((quad + np.array([0.0, band.top], np.float32)) / scale + offset for quad in quads[keep])
+        if not crops:
+            return PageLines([], FULL_BANDS)
+        read, script, flags = self._read_by_script(crops)
+        return PageLines(self._lines(np.array(quads_out), read), FULL_BANDS, script, flags)
+
+    def _read_by_script(self, crops: list[np.ndarray]) -> tuple[list[tuple[str, float]], str, tuple[str, ...]]:
+        """(text, confidence) of each line crop, the page's script and its flags. The configured
+        recogniser reads first; when that reading says the page may not be in its script
+        (``script.needs_check``), a sample of the unsure lines is read by the full-head model and
+        ``script.judge`` decides: a CJK page is read again whole by the full-head model; a page
+        that no recogniser here reads keeps only its confident lines and is flagged."""
+        read = self._read_crops(crops)
+        scores = [score for _text, score in read]
+        if not self.config.script_check or not script_check.needs_check(scores):
+            read = self._reread_unsure(crops, read)
+            return read, script_check.script_of(read), ()
+        widths = [crop.shape[1] / max(1, crop.shape[0]) for crop in crops]
+        picked = script_check.sample(scores, widths)
+        full = self._full_head_recognizer()
+        again = (
+            [read[i] for i in picked]
+            if full is self._recognition
+            else self._read_crops([crops[i] for i in picked], full, width_step=0)
+        )
+        check = script_check.judge(again, [widths[i] for i in picked])
+        log.debug("script check: %s (confidence %.3f, CJK share %.2f)", check.script, check.confidence, check.cjk_share)
+        if check.script == script_check.SCRIPT_CJK and full is not self._recognition:
+            rest = [i for i in range(len(crops)) if i not in set(picked)]
+            read = list(read)
+            for i, reading in zip(picked, again, strict=True):
+                read[i] = reading
+            for i, reading in zip(rest, self._read_crops([crops[i] for i in rest], full, width_step=0), strict=True):
+                read[i] = reading
+            return read, check.script, check.flags
+        read = self._reread_unsure(crops, read, dict(zip(picked, again, strict=True)))
+
+        if check.script == script_check.SCRIPT_UNSUPPORTED:
+            # What was read with confidence (numbers, Latin words) stays; the rest is lookalike
+            # symbols from a recogniser that does not know the script, and is not passed off as text.
+            read = [
+                (text, score) if score >= script_check.UNSURE_BELOW and any(c.isalnum() for c in text) else ("", 0.0)
+                for text, score in read
+            ]
+        return read, check.script, check.flags
+
+    def _full_head_recognizer(self):
+        """The small model with its full classifier (Han, kana, Latin): the recogniser or the
+        re-reader when either is that model (fast's re-reader is), else built on first need, so a
+        worker that only ever sees Latin pages never loads it."""
+        if self._full_head is None:
+            from rapidocr import EngineType
+            from rapidocr.ch_ppocr_rec import TextRecognizer
+
+            started = time.perf_counter()
+            cfg = self._rec_cfg.copy()
+            cfg.engine_type = EngineType.ONNXRUNTIME
+            cfg.engine_cfg = self._onnxruntime_cfg
+            path, keys = rec_model(CpuModel.SMALL, "full", self.config.model_cache_dir)
+            cfg.model_path = str(path)
+            cfg.rec_keys_path = str(keys) if keys else None
+            self._full_head = TextRecognizer(cfg)
+            log.info(
+                "CPU recognizer: full-head small model loaded for a non-Latin page in %.1f s",
+                time.perf_counter() - started,
+            )
+        return self._full_head
 
     def read_crops(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
         """(text, confidence) of each line crop (BGR, text running across), no re-read."""
@@ -192,19 +326,38 @@ class RapidOcrRecognizer:
     def _rereads(config: CpuRecognizerConfig) -> bool:
         return config.reread_below > 0 and config.reread_model != config.rec_model
 
-    def _reread_unsure(self, crops: list[np.ndarray], read: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    def _reread_unsure(
+        self,
+        crops: list[np.ndarray],
+        read: list[tuple[str, float]],
+        sampled: dict[int, tuple[str, float]] | None = None,
+    ) -> list[tuple[str, float]]:
         """``read`` with each line under ``reread_below`` confidence read again by the re-reader,
-        keeping whichever reading is the more confident."""
+        keeping whichever reading is the more confident. ``sampled``: the full head's readings of
+        the lines the script check sampled (they count, and are not read again). Where no check
+        ran, lines still unsure after the re-read are read by the full head too (``reread_head``)."""
         if self._rereader is None:
             return read
+        sampled = sampled or {}
         unsure = [i for i, (_text, score) in enumerate(read) if score < self.config.reread_below]
-        if not unsure:
-            return read
-        again = self._read_crops([crops[i] for i in unsure], self._rereader, width_step=0)
+        known = sampled if self._rereader is self._full_head else {}
+        todo = [i for i in unsure if i not in known]
+        again = dict(zip(todo, self._read_crops([crops[i] for i in todo], self._rereader, width_step=0), strict=True))
         out = list(read)
-        for i, (text, score) in zip(unsure, again, strict=True):
+        for i, (text, score) in [*again.items(), *sampled.items()]:
             if score > out[i][1]:
                 out[i] = (text, score)
+        if self.config.script_check and not sampled and self._rereader is not self._full_head:
+            # Lines neither head reads with confidence may be in another script than the page's
+            # (a Chinese name on a Latin page): the full head reads them, the surer reading kept.
+            still = [i for i in unsure if out[i][1] < script_check.UNSURE_BELOW]
+            if still:
+                full = self._full_head_recognizer()
+                for i, (text, score) in zip(
+                    still, self._read_crops([crops[i] for i in still], full, width_step=0), strict=True
+                ):
+                    if score > out[i][1]:
+                        out[i] = (text, score)
         return out
 
     def _read_crops(self, crops: list[np.ndarray], rec=None, width_step: int | None = None) -> list[tuple[str, float]]:
@@ -241,9 +394,9 @@ class RapidOcrRecognizer:
         # ``cancelled`` is not polled: one local pass is seconds, and the page's result is simply
         # not used once the job is cancelled.
         started = time.perf_counter()
-        lines = self.read_lines(image, full_detection=needs_full_detection(regions))
+        read = self.read_page(image, full_detection=needs_full_detection(regions))
         release_freed_memory()
-        recognition = assign_lines(lines, regions)
+        recognition = replace(assign_lines(read.lines, regions), script=read.script, flags=read.flags)
         for i, region in enumerate(regions):
             if region.label == "table":
                 recognition.texts[i] = table_text(recognition.texts[i])

@@ -1,0 +1,258 @@
+"""One trace per job, over OTLP, from the web request to assembly; nothing sent when unset.
+
+The web is a real gunicorn process and the worker a real Celery worker, both configured only by
+the standard OTEL_* variables. What receives the spans:
+
+- ``OTELCOL_BIN`` set (a path to ``otelcol-contrib``): that collector, with an OTLP/HTTP receiver
+  and its file exporter, read back as JSON;
+- otherwise an OTLP/HTTP receiver in this process that decodes the protobuf requests. This is
+  the boundary that cannot run here for real: no OpenTelemetry Collector or Jaeger build is
+  installable from PyPI, npm or Debian on this machine (they ship as Go binaries and images), and
+  there is no Go toolchain to build one. The receiver checks what a collector would be sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from celery import current_app
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from apps.api.models import TenantAPIKey
+from apps.jobs.models import Job
+from ocrsite import telemetry
+from tests.conftest import _worker_env
+from tests.support.documents import ARTIFACTS, ROOT, dev_file
+from tests.support.object_stores import _free_port
+from tests.support.queues import Broker
+
+
+class Receiver:
+    """Spans as a collector's OTLP/HTTP receiver gets them: (trace id, name, attributes). Listens
+    on 4318, the SDK's default, when it is free: a process that exported without being asked
+    would send there."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, str, dict]] = []
+        self.requests = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.requests += 1
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                for resource in request.resource_spans:
+                    for scope in resource.scope_spans:
+                        for span in scope.spans:
+                            attrs = {a.key: a.value.string_value or a.value.int_value for a in span.attributes}
+                            receiver.spans.append((span.trace_id.hex(), span.name, attrs))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        try:
+            self.server = ThreadingHTTPServer(("127.0.0.1", 4318), Handler)
+        except OSError:
+            self.server = ThreadingHTTPServer(("127.0.0.1", _free_port()), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    if os.environ.get("OTELCOL_BIN"):
+        pytest.skip("OTELCOL_BIN: see test_a_real_collector_sees_one_trace_per_job")
+    r = Receiver()
+    yield r
+    r.stop()
+
+
+def _start(cmd: list[str], env: dict[str, str], name: str, ready) -> subprocess.Popen:
+    log = ARTIFACTS / f"{name}.log"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300  # a loaded shared machine takes minutes to start a worker
+    while not ready(log):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"{name} did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.3)
+    return proc
+
+
+def _stack(env: dict[str, str], tag: str) -> tuple[list[subprocess.Popen], str]:
+    port = _free_port()
+    web = _start(
+        [sys.executable, "-m", "gunicorn", "ocrsite.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        env,
+        f"tracing-web-{tag}",
+        lambda log: _answers(port),
+    )
+    queue = f"tracing-{tag}-{uuid.uuid4().hex[:4]}"
+    try:
+        worker = _start(
+            [sys.executable, "-m", "celery", "-A", "ocrsite", "worker", "-Q", "cpu,layout,ocr", "-n", f"{queue}@%h"]
+            + [
+                "--concurrency",
+                "1",
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            env,
+            f"tracing-worker-{tag}",
+            lambda log: "ready." in log.read_text(),
+        )
+    except RuntimeError:
+        _stop([web])  # a worker that did not start must not leave the web running
+        raise
+    return [web, worker], f"http://127.0.0.1:{port}"
+
+
+def _answers(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _run_job(url: str, key: str) -> str:
+    with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=60) as client:
+        resp = client.post("/api/v1/jobs", files={"file": ("phototest.tif", dev_file("phototest.tif").read_bytes())})
+        assert resp.status_code == 202, resp.text
+        job_id = resp.json()["id"]
+        deadline = time.monotonic() + 180
+        while client.get(f"/api/v1/jobs/{job_id}").json()["status"] != "done":
+            assert time.monotonic() < deadline, "the job did not finish"
+            time.sleep(0.3)
+    return job_id
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        proc.terminate()  # a worker's warm shutdown flushes its last spans (worker_process_shutdown)
+    for proc in procs:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _otel_free(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if not k.startswith("OTEL_")}
+
+
+@pytest.fixture
+def broker(worker, redis_client) -> Broker:
+    broker = Broker(current_app, redis_client)
+    broker.wait_idle()
+    return broker
+
+
+def _traced(broker: Broker, env: dict[str, str], tag: str, key: str) -> str:
+    """One job through a web and a worker started with ``env``; the session's shared worker is
+    paused meanwhile (before these start), so this worker takes every message."""
+    with broker.paused():
+        procs, url = _stack(env, tag)
+        try:
+            return _run_job(url, key)
+        finally:
+            _stop(procs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_trace_per_job_from_web_to_assembly_and_nothing_when_unset(receiver, broker):
+    tenant = f"trace-{uuid.uuid4().hex[:6]}"
+    _, key = TenantAPIKey.objects.create_key(name=tenant, tenant=tenant)
+    base = _otel_free(_worker_env())
+
+    # Unset: the receiver sits on the OTLP default port's stand-in and hears nothing.
+    off = {**base, "OCR_RESULT_CACHE": "false"}
+    _traced(broker, off, "off", key)
+    assert receiver.requests == 0
+    assert not telemetry.enabled(off)
+
+    on = {
+        **off,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+    job_id = _traced(broker, on, "on", key)
+    job = Job.objects.get(pk=job_id)
+    trace_id = job.traceparent.split("-")[1]
+    deadline = time.monotonic() + 30
+    wanted = {"ingest", "page.layout", "page.recognize", "assemble"}
+    while True:
+        mine = [(name, attrs) for tid, name, attrs in receiver.spans if tid == trace_id]
+        if wanted <= {n for n, _ in mine} or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    names = {n for n, _ in mine}
+    assert wanted <= names, (names, len(receiver.spans))
+    # The web's own span (the POST) is in the same trace, and the stages carry the job and tenant.
+    assert any(n.startswith("POST") for n in names), names
+    for name, attrs in mine:
+        if name in wanted:
+            assert attrs["ocr.job_id"] == job_id and attrs["ocr.tenant"] == tenant, (name, attrs)
+    # Celery, psycopg and Redis spans ride along in the job's trace.
+    assert any("workers." in n or "run/" in n for n in names), names
+
+
+@pytest.mark.skipif(not os.environ.get("OTELCOL_BIN"), reason="set OTELCOL_BIN to an otelcol-contrib binary")
+@pytest.mark.django_db(transaction=True)
+def test_a_real_collector_sees_one_trace_per_job(broker):
+    """The same job through a real OpenTelemetry Collector (otelcol-contrib: OTLP/HTTP in, file out)."""
+    tenant = f"trace-{uuid.uuid4().hex[:6]}"
+    _, key = TenantAPIKey.objects.create_key(name=tenant, tenant=tenant)
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "spans.json"
+        config = Path(tmp) / "config.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "receivers": {"otlp": {"protocols": {"http": {"endpoint": f"127.0.0.1:{port}"}}}},
+                    "exporters": {"file": {"path": str(out)}},
+                    "service": {"pipelines": {"traces": {"receivers": ["otlp"], "exporters": ["file"]}}},
+                }
+            )
+        )
+        collector = subprocess.Popen([os.environ["OTELCOL_BIN"], "--config", str(config)])
+        try:
+            env = {**_otel_free(_worker_env()), "OCR_RESULT_CACHE": "false"}
+            env.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}", OTEL_BSP_SCHEDULE_DELAY="200")
+            job_id = _traced(broker, env, "collector", key)
+            time.sleep(2)  # the file exporter's flush
+        finally:
+            collector.terminate()
+            collector.wait(30)
+        trace_id = Job.objects.get(pk=job_id).traceparent.split("-")[1]
+        names = set()
+        for line in out.read_text().splitlines():
+            for rs in json.loads(line).get("resourceSpans", []):
+                for ss in rs.get("scopeSpans", []):
+                    names |= {s["name"] for s in ss.get("spans", []) if s["traceId"].lower() == trace_id}
+        assert {"ingest", "page.layout", "page.recognize", "assemble"} <= names, names
