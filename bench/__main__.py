@@ -16,6 +16,7 @@ from pathlib import Path
 # name → (module, function, what it measures)
 BENCHMARKS = {
     "cpu-engine": ("bench.cpu_engine", "compare", "CPU engine, both profiles, vs Tesseract: CPU-s/page, F1"),
+    "cli": ("bench.cli", "run", "embedded CLI whole process: blank page, 4-page TIFF vs the tesseract command"),
     "memory": ("bench.memory", "run", "embedded CLI peak by page count; a worker's RSS over many pages"),
     "text-layer": ("bench.text_layer", "run", "text-layer fast path vs OCR path, per page"),
     "pipeline": ("bench.pipeline", "run", "pages/s through REST + Celery + Redis vs direct engine calls"),
@@ -48,6 +49,7 @@ BENCHMARKS = {
 }
 DEFAULT = (
     "cpu-engine",
+    "cli",
     "memory",
     "text-layer",
     "pipeline",

@@ -100,6 +100,7 @@ class TruthPage:
     image: np.ndarray  # RGB
     dpi: int
     truth: str
+    group: str = ""  # real pages: "table", "small print" or "text" (bench/data/real/README.md)
 
 
 def _rgb(path: Path) -> tuple[np.ndarray, int]:
@@ -152,6 +153,64 @@ def born_digital_pages(dpi: int = 200, files: Sequence[str] = ("multi_page.pdf",
                     f"{name} p{i + 1}", "born-digital", render(DEV / name, i, dpi), dpi, text_layer(DEV / name, i)
                 )
             )
+    return out
+
+
+# Public pages outside the dev set (bench/data/real/README.md: sources, commits, licences), read from
+# the evaluation corpus (bench/corpus/files) where it holds the file, else from bench/data/real: the
+# page index in each file and its group. "table": the page holds a table (pdfplumber's
+# find_tables or a table by eye); "small print": body text of 6-8 pt; "text": the rest.
+REAL = ROOT / "bench" / "data" / "real"
+CORPUS_FILES = ROOT / "bench" / "corpus" / "files"
+REAL_PAGES: tuple[tuple[str, int, str], ...] = (
+    ("federal-register-2020-17221.pdf", 0, "text"),
+    ("federal-register-2020-17221.pdf", 1, "text"),
+    ("WARN-Report-for-7-1-2015-to-03-25-2016.pdf", 0, "table"),
+    ("la-precinct-bulletin-2014-p1.pdf", 0, "table"),
+    ("issue-90-example.pdf", 0, "small print"),
+    ("issue-140-example.pdf", 0, "small print"),
+    ("pr-138-example.pdf", 0, "table"),
+    ("issue-192-example.pdf", 0, "table"),
+    ("table-curves-example.pdf", 0, "table"),
+    ("issue-466-example.pdf", 0, "table"),
+    ("issue-53-example.pdf", 0, "table"),
+    ("issue-461-example.pdf", 0, "table"),
+    ("issue-33-lorem-ipsum.pdf", 0, "table"),
+    ("150109DSP-Milw-505-90D.pdf", 0, "text"),
+    ("issue-13-151201DSP-Fond-581-90D.pdf", 0, "text"),
+    ("scotus-transcript-p1.pdf", 0, "text"),
+    ("2023-06-20-PV.pdf", 0, "text"),
+    ("cupertino_usd_4-6-16.pdf", 0, "text"),
+    ("issue-982-example.pdf", 0, "text"),
+    ("issue-598-example.pdf", 0, "text"),
+    ("unlv-8071_093.3B.tif", 0, "text"),
+    ("unlv-8087_054.3B.tif", 0, "text"),
+)
+
+
+def real_path(name: str) -> Path:
+    """A real page's file: the corpus's copy (pdfplumber's PDFs, tesseract-test's UNLV scans named
+    ``unlv-…`` here) when it has one, else bench/data/real's."""
+    corpus = CORPUS_FILES / "tesseract-test" / name.removeprefix("unlv-") if name.startswith("unlv-") else None
+    corpus = corpus or CORPUS_FILES / "pdfplumber" / name
+    return corpus if corpus.exists() else REAL / name
+
+
+def real_pages(dpi: int = 200, only: set[str] | None = None) -> list[TruthPage]:
+    """The real-pages set: born-digital pages rasterised at ``dpi`` (their text layer the truth) and
+    two UNLV scans with their ground truth, each with its group."""
+    out = []
+    for name, index, group in REAL_PAGES:
+        label = f"{name} p{index + 1}"
+        if only is not None and label not in only:
+            continue
+        path = real_path(name)
+        if path.suffix == ".tif":
+            image, scan_dpi = _rgb(path)
+            truth = path.with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
+            out.append(TruthPage(label, "scan", image, scan_dpi, truth, group))
+        else:
+            out.append(TruthPage(label, "born-digital", render(path, index, dpi), dpi, text_layer(path, index), group))
     return out
 
 

@@ -33,6 +33,9 @@ from bench import common
 from bench.engines import Product, Rapid, Tesseract, TesseractApi, django_settings, production_config, profile_config
 
 PROFILES = ("fast", "accurate")
+# CPU-s per page against Tesseract's: fast is the default; accurate, every script with the small
+# models, is the fallback for unsure lines and other scripts, so its cost matters too.
+GOAL_RATIO = {"fast": 1.0, "accurate": 2.0}
 SETTINGS = {"1 thread each": 1, "runtime default": 0}
 
 
@@ -63,12 +66,14 @@ def _measure(side: str, engine, page, path: str | None) -> tuple[float, float, s
 # --- cpu-engine: side by side --------------------------------------------------------------------------
 
 
-def _one_setting(threads: int, rounds: int, with_cli: bool, page_names: str) -> None:
+def _one_setting(
+    threads: int, rounds: int, with_cli: bool, page_names: str, page_set: str = "dev", profiles=PROFILES
+) -> None:
     """Child process: every engine on every page for one thread setting; JSON to stdout."""
     dpi = django_settings().OCR_DPI
     only = {s.strip() for s in page_names.split(",") if s.strip()} or None
-    pages = _pages(dpi, only=only)
-    engines: dict[str, object] = {p: Product(profile_config(p, threads=threads), p) for p in PROFILES}
+    pages = common.real_pages(dpi, only) if page_set == "real" else _pages(dpi, only=only)
+    engines: dict[str, object] = {p: Product(profile_config(p, threads=threads), p) for p in profiles}
     engines["tesseract-api"] = TesseractApi()
     cli = Tesseract(threads) if with_cli else None
     if cli:
@@ -94,8 +99,12 @@ def _one_setting(threads: int, rounds: int, with_cli: bool, page_names: str) -> 
                     }
                 )
     meta = {
-        "pages": [{"name": p.name, "kind": p.kind, "pixels": f"{p.image.shape[1]}×{p.image.shape[0]}"} for p in pages],
-        "configs": {p: asdict(engines[p].config) for p in PROFILES},
+        "pages": [
+            {"name": p.name, "kind": p.kind, "group": p.group, "pixels": f"{p.image.shape[1]}×{p.image.shape[0]}"}
+            for p in pages
+        ],
+        "set": page_set,
+        "configs": {p: asdict(engines[p].config) for p in profiles},
         "tesseract_api": engines["tesseract-api"].version(),
         "tesseract_cli": cli.version() if cli else None,
         "dpi": dpi,
@@ -113,43 +122,169 @@ def compare(argv: list[str]) -> list[dict]:
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated: " + ", ".join(SETTINGS))
     parser.add_argument("--no-cli", action="store_true", help="leave out the Tesseract CLI (a process per page)")
     parser.add_argument("--pages", default="", help="comma-separated page names (default: all)")
+    parser.add_argument(
+        "--set",
+        default="dev,real",
+        help="page sets, comma-separated: dev (the 8 dev pages, both profiles), real (public pages "
+        "outside the dev set, bench/data/real: fast vs the Tesseract API, one thread each)",
+    )
+    parser.add_argument("--real-rounds", type=int, default=2, help="rounds over the real pages")
+    parser.add_argument("--real-profiles", default="fast", help="profiles run on the real pages")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--page-set", default="dev", help=argparse.SUPPRESS)
+    parser.add_argument("--profiles", default=",".join(PROFILES), help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--cli", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _one_setting(args.threads, args.rounds, args.cli, args.pages)
+        _one_setting(args.threads, args.rounds, args.cli, args.pages, args.page_set, tuple(args.profiles.split(",")))
         return []
+    sets = {s.strip() for s in args.set.split(",") if s.strip()}
+    rows: list[dict] = []
+    if "dev" in sets:
+        rows += _compare_dev(args)
+    if "real" in sets:
+        rows += _compare_real(args)
+    return rows
 
+
+def _child(threads: int, rounds: int, extra: list[str]) -> dict:
+    """One child process's JSON: the engines on the pages at one thread setting."""
+    env = dict(os.environ)
+    if threads:
+        env.update(OMP_THREAD_LIMIT=str(threads), OCR_ENGINE_THREADS=str(threads))
+    else:
+        env.pop("OMP_THREAD_LIMIT", None)
+        env.pop("OCR_ENGINE_THREADS", None)
+    cmd = [sys.executable, "-m", "bench", "cpu-engine", "--child", "--threads", str(threads), "--rounds", str(rounds)]
+    proc = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        sys.stderr.write(proc.stderr)
+        raise RuntimeError(f"cpu-engine child ({threads} threads, {extra}) failed ({proc.returncode})")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# Real pages: each page's F1 may fall this far under Tesseract's and still pass (listed); a page
+# holding a table or small print may cost at most this many times Tesseract's CPU.
+REAL_F1_SLACK = 0.005
+REAL_TABLE_RATIO = 1.3
+
+
+def _compare_real(args) -> list[dict]:
+    """fast vs the Tesseract API on the real pages, one thread each, rounds alternating."""
+    info = common.machine()
+    load_before = common.loadavg()
+    profiles = [p.strip() for p in args.real_profiles.split(",") if p.strip()]
+    extra = ["--page-set", "real", "--profiles", ",".join(profiles)]
+    extra += ["--pages", args.pages] if args.pages else []
+    res = _child(1, args.real_rounds, extra)
+    load_after = common.loadavg()
+    runs, pages = res["runs"], res["meta"]["pages"]
+    rounds = sorted({r["round"] for r in runs})
+
+    def pick(engine, page=None, rnd=None, key="cpu"):
+        return [
+            r[key]
+            for r in runs
+            if r["engine"] == engine and (page is None or r["page"] == page) and (rnd is None or r["round"] == rnd)
+        ]
+
+    ref = "tesseract-api"
+    rows: list[dict] = []
+    table = []
+    for profile in profiles:
+        per = {
+            p["name"]: {
+                e: (common.median(pick(e, p["name"])), min(pick(e, p["name"], key="f1"))) for e in (profile, ref)
+            }
+            for p in pages
+        }
+        ours = sum(v[profile][0] for v in per.values())
+        theirs = sum(v[ref][0] for v in per.values())
+        by_round = [sum(pick(profile, rnd=r)) / max(1e-9, sum(pick(ref, rnd=r))) for r in rounds]
+        under = [n for n, v in per.items() if v[profile][1] < v[ref][1]]
+        slack = [n for n in under if per[n][profile][1] >= per[n][ref][1] - REAL_F1_SLACK]
+        lost = [n for n in under if n not in slack]
+        heavy = [p for p in pages if p["group"] in ("table", "small print")]
+        over = [p["name"] for p in heavy if per[p["name"]][profile][0] > REAL_TABLE_RATIO * per[p["name"]][ref][0]]
+        mean_f1 = {e: sum(v[e][1] for v in per.values()) / len(per) for e in (profile, ref)}
+        rows.append(
+            {
+                "bench": "cpu-engine",
+                "measure": f"real pages ({len(pages)}, {len(heavy)} with tables or small print): CPU-s summed, "
+                f"{profile} vs {ref}, 1 thread each (mean F1 {mean_f1[profile]:.3f} vs {mean_f1[ref]:.3f})",
+                "ours": round(ours, 2),
+                "reference": round(theirs, 2),
+                "ratio": round(ours / theirs, 2),
+                "spread": f"ratio per round {_spread(by_round)}",
+                "goal": f"ratio ≤ 1.0; F1 ≥ {ref}'s on every page (within {REAL_F1_SLACK}, listed)",
+                "met": ours <= theirs and not lost,
+                "listed": {"within slack": slack, "under": lost},
+            }
+        )
+        heavy_ratios = [per[p["name"]][profile][0] / max(1e-9, per[p["name"]][ref][0]) for p in heavy]
+        rows.append(
+            {
+                "bench": "cpu-engine",
+                "measure": f"real pages with tables or small print: CPU-s per page, {profile} vs {ref}, worst page",
+                "ours": round(max(heavy_ratios), 2) if heavy_ratios else None,
+                "reference": REAL_TABLE_RATIO,
+                "ratio": round(max(heavy_ratios), 2) if heavy_ratios else None,
+                "spread": f"over {REAL_TABLE_RATIO}x: {', '.join(over) or 'none'}",
+                "goal": f"each ≤ {REAL_TABLE_RATIO}x",
+                "met": not over,
+            }
+        )
+        for p in pages:
+            (oc, of), (tc, tf) = per[p["name"]][profile], per[p["name"]][ref]
+            table.append([p["name"], p["group"], profile, oc, tc, oc / max(1e-9, tc), of, tf])
+            rows.append(
+                {
+                    "bench": "cpu-engine",
+                    "measure": f"real {p['name']} ({p['group']}): CPU-s, {profile} vs {ref} (F1 {of:.3f} vs {tf:.3f})",
+                    "ours": round(oc, 3),
+                    "reference": round(tc, 3),
+                    "ratio": round(oc / max(1e-9, tc), 2),
+                    "spread": f"ours {_spread(pick(profile, p['name']))}, ref {_spread(pick(ref, p['name']))}",
+                    "goal": f"F1 ≥ reference's - {REAL_F1_SLACK}"
+                    + (f", ratio ≤ {REAL_TABLE_RATIO}" if p["group"] != "text" else ""),
+                    "met": of >= tf - REAL_F1_SLACK and (p["group"] == "text" or oc <= REAL_TABLE_RATIO * tc),
+                    "detail": True,
+                }
+            )
+    extra_facts = {
+        "load average (before / after)": f"{load_before} / {load_after}",
+        "pages": "bench/data/real (README: sources, commits, licences), born-digital pages rasterised at "
+        f"OCR_DPI={res['meta']['dpi']} with their text layer as truth, two UNLV scans with theirs",
+        "Tesseract API": f"{res['meta']['tesseract_api']}, loaded once",
+        "CPU-s": "getrusage user+system of the bench process, one thread each (OMP_THREAD_LIMIT=1, OCR_ENGINE_THREADS=1)",
+        "word F1": common.f1_source(),
+        "rounds": f"{args.real_rounds}, engine order rotating each round",
+    }
+    md = common.header("cpu-engine — real pages outside the dev set, fast vs Tesseract", info, extra_facts)
+    md += "\n" + common.table(
+        ["measure", "ours", "reference", "ratio", "spread", "goal"],
+        [
+            [r["measure"], r["ours"], r["reference"], r["ratio"], r["spread"], "met" if r["met"] else "NOT met"]
+            for r in rows
+            if not r.get("detail")
+        ],
+    )
+    md += "\n\nPer page (median CPU-s over rounds, lowest F1 over rounds):\n\n" + common.table(
+        ["page", "group", "profile", "ours CPU-s", "Tesseract CPU-s", "ratio", "ours F1", "Tesseract F1"], table
+    )
+    common.report("cpu-engine-real", "cpu-engine real pages", md + "\n", {"machine": info, "rows": rows, "raw": res})
+    return rows
+
+
+def _compare_dev(args) -> list[dict]:
     info = common.machine()
     load_before = common.loadavg()
     results: dict[str, dict] = {}
     for setting in [s.strip() for s in args.settings.split(",") if s.strip()]:
-        threads = SETTINGS[setting]
-        env = dict(os.environ)
-        if threads:
-            env.update(OMP_THREAD_LIMIT=str(threads), OCR_ENGINE_THREADS=str(threads))
-        else:
-            env.pop("OMP_THREAD_LIMIT", None)
-            env.pop("OCR_ENGINE_THREADS", None)
-        cmd = [
-            sys.executable,
-            "-m",
-            "bench",
-            "cpu-engine",
-            "--child",
-            "--threads",
-            str(threads),
-            "--rounds",
-            str(args.rounds),
-        ]
-        cmd += [] if args.no_cli else ["--cli"]
-        cmd += ["--pages", args.pages] if args.pages else []
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-        if proc.returncode:
-            sys.stderr.write(proc.stderr)
-            raise RuntimeError(f"cpu-engine child for {setting!r} failed ({proc.returncode})")
-        results[setting] = json.loads(proc.stdout.strip().splitlines()[-1])
+        extra = [] if args.no_cli else ["--cli"]
+        extra += ["--pages", args.pages] if args.pages else []
+        results[setting] = _child(SETTINGS[setting], args.rounds, extra)
     load_after = common.loadavg()
 
     rows: list[dict] = []
@@ -207,8 +342,8 @@ def compare(argv: list[str]) -> list[dict]:
                         "reference": round(theirs, 3),
                         "ratio": round(ours / theirs, 2),
                         "spread": f"ratio per round {_spread(by_round)}",
-                        "goal": "ratio ≤ 1.0 and word F1 ≥ reference's and ≥ accurate's on every page",
-                        "met": ours <= theirs and f1_ok,
+                        "goal": f"ratio ≤ {GOAL_RATIO[profile]} and word F1 ≥ reference's and ≥ accurate's on every page",
+                        "met": ours <= GOAL_RATIO[profile] * theirs and f1_ok,
                     }
                 )
                 for p in pages:
@@ -221,8 +356,8 @@ def compare(argv: list[str]) -> list[dict]:
                             "reference": round(t["cpu"], 3),
                             "ratio": round(o["cpu"] / max(1e-9, t["cpu"]), 2),
                             "spread": f"ours {_spread(pick(profile, p))}, ref {_spread(pick(ref, p))}",
-                            "goal": "ratio ≤ 1.0, F1 ≥ reference's and ≥ accurate's",
-                            "met": o["cpu"] <= t["cpu"]
+                            "goal": f"ratio ≤ {GOAL_RATIO[profile]}, F1 ≥ reference's and ≥ accurate's",
+                            "met": o["cpu"] <= GOAL_RATIO[profile] * t["cpu"]
                             and o["f1"] >= t["f1"]
                             and o["f1"] >= per_page[("accurate", p)]["f1"],
                             "detail": True,  # per page: the report's cpu-engine section, not its summary

@@ -65,12 +65,19 @@ class Product:
         self.engine = RapidOcrRecognizer(config)
 
     def warm(self, image: np.ndarray) -> None:
+        """Every model loaded before the clock (they load when a page first needs them): the page
+        once as the product reads it, once detected at full size, and the re-reader."""
         self(image, 0)
+        self.engine.read_page(image, full_detection=True)
+        _ = self.engine._rereader
 
     def __call__(self, image: np.ndarray, dpi: int) -> str:
         regions = self.layout.detect([image])[0]
         result = self.engine.recognize(image, regions)
-        texts = [t.text for t in result.texts] + [t.text for _box, t in result.extra]
+        # A table region's text is its grid as Markdown (HTML where cells span): its separators and
+        # tags are not words of the page, so a table is compared by the words of its lines.
+        texts = [" ".join(line.text for line in t.lines) if t.table else t.text for t in result.texts]
+        texts += [t.text for _box, t in result.extra]
         return "\n".join(t for t in texts if t)
 
 

@@ -34,7 +34,7 @@ HEADERS = ("benchmark", "measure", "ours", "reference", "ratio", "spread (min–
 # Benchmarks whose rows come from another branch until it is merged: a placeholder keeps the
 # table honest about what this report does not hold.
 PLACEHOLDERS: dict[str, dict] = {}
-ORDER = ("pipeline", "cpu-engine", "memory", "text-layer", "ingest", "tables", "orientation")
+ORDER = ("pipeline", "cpu-engine", "cli", "memory", "text-layer", "ingest", "tables", "orientation")
 # Runs recorded before the benchmarks were named for what they measure.
 FORMER_NAMES = {"p1": "pipeline", "p2": "cpu-engine", "p2tune": "cpu-knobs", "p3": "text-layer", "p4": "ingest"}
 
@@ -149,6 +149,8 @@ def build(date: str) -> str:
     # A run under a former name is read first, so a later run under today's name replaces it.
     paths = sorted(day.glob("*.json"), key=lambda p: (p.stem not in FORMER_NAMES, p.name))
     records = {FORMER_NAMES.get(p.stem, p.stem): json.loads(p.read_text()) for p in paths}
+    # Only benchmark records (run_one's): `make eval` keeps its own JSON beside them.
+    records = {name: r for name, r in records.items() if "rows" in r and "command" in r}
     if not records:
         raise FileNotFoundError(f"no benchmark runs under {day}")
     names = [n for n in ORDER if n in records] + sorted(n for n in records if n not in ORDER)

@@ -50,7 +50,12 @@ def test_profiles_select_their_engine_config():
     )
     assert profile_config("fast", runtime="auto").runtime == auto_runtime()
     accurate = profile_config("accurate")
-    assert accurate == CpuRecognizerConfig(rec_batch=16), "accurate is the engine as it was"
+    assert (accurate.rec_model, accurate.det_model, accurate.det_probe_model, accurate.rec_head) == (
+        "small",
+        "small",
+        "small",
+        "full",
+    ), "accurate reads every script with the small models"
     # An explicitly configured knob beats the profile's value.
     assert profile_config("fast", rec_batch=16).rec_batch == 16
     with pytest.raises(ValueError, match="unknown CPU engine profile"):
@@ -177,7 +182,14 @@ def test_a_page_holding_a_table_is_detected_at_full_size(cache_dir):
     engine.recognize(image, [LayoutBox("table", (0, 0, w, h))])
     engine.recognize(image, [LayoutBox("text", (0, 0, w, h))])
     # The next page without a table is probed again: nothing of the table page's choice stays.
-    assert passes == ["probe", "full", "probe"]
+    # Normal print: the full-size pass runs on the probe's (tiny) model; the small one is kept for
+    # small print, where the tiny detector loses words (test_two_pass_detection_...).
+    assert passes == ["probe", "full-probe-model", "probe"]
+    small = Image.fromarray(image).resize((w // 4, h // 4), Image.LANCZOS)
+    sheet = Image.new("RGB", (1400, 2000), "white")
+    sheet.paste(small, (100, 100))
+    engine.recognize(np.asarray(sheet), [LayoutBox("table", (0, 0, 1400, 2000))])
+    assert passes[-1] == "full"
 
 
 def _cells() -> np.ndarray:
@@ -449,3 +461,44 @@ def test_unsure_lines_are_read_again_by_the_stronger_model_and_the_surer_reading
         took_small += kept.text == small.text and kept.text != tiny.text
         assert kept.confidence >= tiny.confidence - 2e-3
     assert took_small or all(t.text == s.text for t, s in zip(lines["tiny"], lines["small"], strict=True))
+
+
+def test_models_load_when_a_page_first_needs_them(cache_dir):
+    # The embedded CLI pays for each model it loads (a blank page cost 8.7 CPU-s and 788 MB before
+    # any text was read): a blank page loads none, a page of normal print loads the probe and the
+    # recogniser but not the full-size detector.
+    engine = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(cache_dir)))
+    blank = np.full((2339, 1654, 3), 240, np.uint8)
+    assert engine.read_page(blank) == type(engine.read_page(blank))([], "blank")
+    assert engine.detection._built == {} and "_recognition" not in vars(engine) and "_rapid" not in vars(engine)
+    read = engine.read_page(_image(PHOTOTEST))
+    assert read.detection_pass == "probe" and read.lines
+    assert set(engine.detection._built) == {"probe"} and "_recognition" in vars(engine)
+    # A sheet with a small stamp-like mark: the probe finds no text and the page has too little ink
+    # for small print, so it ends there; the full-size detector still never loads.
+    mark = blank.copy()
+    mark[1000:1040, 700:760] = 0
+    assert engine.read_page(mark).detection_pass == "probe"
+    assert "full" not in engine.detection._built
+
+
+def test_optimised_graphs_are_written_once_and_compute_the_same(tmp_path):
+    # Later processes load the graph onnxruntime optimised for this CPU instead of optimising again.
+    import onnxruntime as ort
+
+    from workers.engines.cpu.models import optimized_model, ort_session, wheel_model
+
+    source = wheel_model("det", "tiny")
+    first = optimized_model(source, tmp_path)
+    assert first is not None and first.exists() and first.parent == tmp_path
+    stamp = first.stat().st_mtime_ns
+    assert optimized_model(source, tmp_path) == first and first.stat().st_mtime_ns == stamp
+    assert not list(tmp_path.glob("*.tmp")), "the temporary file is renamed into place"
+    x = np.random.default_rng(0).random((1, 3, 320, 480), dtype=np.float32)
+    plain = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
+    cached = ort_session(source, 1, tmp_path)
+    name = plain.get_inputs()[0].name
+    np.testing.assert_allclose(cached.run(None, {name: x})[0], plain.run(None, {name: x})[0], atol=1e-5)
+    # Another CPU or onnxruntime version is another file name: the optimised graph may hold
+    # kernels of one CPU family.
+    assert "ort-" in first.name

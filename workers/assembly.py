@@ -7,6 +7,7 @@ once.
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.utils import timezone
 
 from apps.jobs import services
@@ -40,9 +41,12 @@ def assemble_result(job_id: str) -> None:
     stem = f"results/{job.pk}" if job.attempt <= 1 else f"results/{job.pk}-a{job.attempt}"
     md_name = services.save_bytes(f"{stem}.md", markdown.encode())
     json_name = services.save_bytes(f"{stem}.json", payload.encode())
-    if services.finish_job(job.pk, md_name, json_name):
-        services.record(job.pk, "assemble", started=started, detail={"pages": len(pages)})
-        services.register_result(job.pk)
+    # The result is offered to the cache in the same commit that makes the job done: a client
+    # that sees it done and sends the same document again is answered from it.
+    with transaction.atomic():
+        if services.finish_job(job.pk, md_name, json_name):
+            services.register_result(job.pk)
+            services.record(job.pk, "assemble", started=started, detail={"pages": len(pages)})
 
 
 def job_summary(job: Job) -> dict:

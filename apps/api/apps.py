@@ -11,8 +11,6 @@ class ApiConfig(AppConfig):
         from django.conf import settings
         from PIL import Image
 
-        from apps.api import schema  # noqa: F401  (registers the OpenAPI security schemes)
-
         # Pillow's own decompression-bomb guard, set from our limit in every process that loads
         # Django (web, workers, the CLI): Image.open refuses past twice this many pixels even on
         # a path that forgot the explicit check in apps/jobs/documents.py (probe).

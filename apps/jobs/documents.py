@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import io
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
-import pymupdf
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ocrsite.vocabulary import ErrorCode
+
+if TYPE_CHECKING:
+    import pymupdf
+
+# pymupdf is imported by the functions that read PDFs: ~0.5 CPU-s (and ~90 MB) a process reading
+# only images (the embedded CLI on a scan, a worker of the cpu queue) need not pay.
 
 IMAGE_KINDS = ("png", "jpeg", "tiff", "webp", "bmp")
 KINDS = ("pdf", *IMAGE_KINDS)
@@ -118,6 +124,8 @@ def _too_many(pages: int, max_pages: int) -> InputError:
 
 def open_pdf(data: bytes | str) -> pymupdf.Document:
     """A PDF from its bytes or from a file's path (MuPDF then reads the file as it needs it)."""
+    import pymupdf
+
     try:
         doc = pymupdf.open(data, filetype="pdf") if isinstance(data, str) else pymupdf.open(stream=data, filetype="pdf")
     except Exception as exc:  # PyMuPDF raises its own FileDataError and plain RuntimeErrors
@@ -217,12 +225,17 @@ PDF_STORE_EVERY = 25
 def release_pdf_cache() -> None:
     """Empty MuPDF's object store (fonts, images, parsed objects of pages already read). It keeps
     them past the document's close, up to 256 MB per process, so a process rendering page after
-    page grew with every scanned page (tests/test_worker_memory.py)."""
-    pymupdf.TOOLS.store_shrink(100)
+    page grew with every scanned page (tests/test_worker_memory.py). Nothing to empty in a process
+    that never opened a PDF."""
+    pymupdf = sys.modules.get("pymupdf")
+    if pymupdf is not None:
+        pymupdf.TOOLS.store_shrink(100)
 
 
 def render_pdf_page(page: pymupdf.Page, dpi: int, max_pixels: int) -> tuple[np.ndarray, int]:
     """Render at ``dpi``, lowered if the result would pass ``max_pixels``. Returns (image, dpi)."""
+    import pymupdf
+
     rect = page.rect
     pixels = (rect.width * dpi / 72) * (rect.height * dpi / 72)
     if pixels > max_pixels:

@@ -12,9 +12,11 @@ primary score; ``None`` where the page has no ground truth).
    ``ocr:low-confidence``, ``script:unsupported``, ...). A job that fails with an error code is
    not ``done`` and passes this gate.
 3. **Per-class F1 not below the last recorded baseline**: each class's mean primary F1 over its
-   scored pages may fall at most ``tolerance`` under the baseline's figure for that class. A class
-   absent from the baseline is new and passes; a baseline class absent from the run fails (the
-   slice lost pages).
+   scored pages may fall at most ``tolerance`` under the baseline's figure for that class. A page
+   the engine declines (``script:unsupported``: issue 30 accepts a clear refusal in place of a
+   reading) is not scored, so a class whose pages are all declined passes. A class absent from
+   the baseline is new and passes; a baseline class with no page in the run fails (the slice lost
+   pages).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 
 LOW_F1 = 0.5
 DEFAULT_TOLERANCE = 0.01
+DECLINED = "script:unsupported"
 
 
 @dataclass
@@ -56,8 +59,9 @@ def _fmt(value: float | None) -> str:
 
 
 def scored(page: Mapping) -> bool:
-    """A page counts in its class's F1 when it has ground truth and the job finished it."""
-    return page.get("f1") is not None and page.get("status") == "done"
+    """A page counts in its class's F1 when it has ground truth and the job finished it with a
+    reading (not declined as a script it cannot read)."""
+    return page.get("f1") is not None and page.get("status") == "done" and DECLINED not in (page.get("flags") or ())
 
 
 def class_f1(pages: Iterable[Mapping]) -> dict[str, dict]:
@@ -82,8 +86,11 @@ def check(
             result.unflagged_low.append(dict(page))
     if baseline is not None:
         now = class_f1(pages)
+        present = {page["cls"] for page in pages}
         for cls, base in sorted(baseline.items()):
             current = now.get(cls, {}).get("f1")
+            if current is None and cls in present:
+                continue  # every page of the class declined or without truth: nothing to compare
             if current is None or current < float(base["f1"]) - tolerance:
                 result.regressions.append(
                     {"cls": cls, "f1": current, "baseline": float(base["f1"]), "tolerance": tolerance}

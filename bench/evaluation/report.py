@@ -119,9 +119,15 @@ def render(records: list[dict], meta: dict, verdict: gates.GateResult) -> str:
         f"- run: {meta['started']} to {meta['finished']}, git commit {meta['commit']}",
         f"- machine: {m['nproc']} CPU ({m['cpu']}), {m['ram_gib']} GiB RAM, Python {m['python']}; "
         f"load average at the end {meta['load_average']}",
-        f"- command: `make {'eval-ci' if meta['slice'] == 'ci' else 'eval'}` (`python -m bench.evaluation"
-        + (" --ci" if meta["slice"] == "ci" else "")
-        + "`)",
+        "- command: "
+        + (
+            meta["command"]
+            if meta.get("command")
+            else f"`make {'eval-ci' if meta['slice'] == 'ci' else 'eval'}` (`python -m bench.evaluation"
+            + (" --ci" if meta["slice"] == "ci" else "")
+            + "`)"
+        )
+        + (f"; CI-slice pages taken from {meta['derived_from']}" if meta.get("derived_from") else ""),
         f"- ours: the embedded pipeline of `manage.py ocr` (apps.jobs.embedded), engine {meta['engine']}, "
         "each page its own job, OCR forced",
         (

@@ -244,16 +244,24 @@ def _run_shards(argv: list[str], jobs: int, shard_dir: Path | None) -> dict:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def merge_shards(folder: Path) -> dict:
-    """The shards' records in corpus order; ``partial`` when some shard had not finished its pages."""
-    parts = [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
-    records = [r for part in parts for r in part["records"]]
-    order = {pid: i for i, pid in enumerate(parts[0]["order"])}
-    records.sort(key=lambda r: order[r["id"]])
+def merge_shards(*folders: Path, order: list[str] | None = None) -> dict:
+    """The shards' records in corpus order, each page once (a second set of processes may have
+    taken the same pages last first); ``planned`` says how many the run meant to do."""
+    parts = [json.loads(path.read_text()) for folder in folders for path in sorted(folder.glob("*.json"))]
+    seen: dict[str, dict] = {}
+    for part in parts:
+        for r in part["records"]:
+            seen.setdefault(r["id"], r)
+    records = list(seen.values())
+    # A shard cut short never wrote the corpus order: the caller's page list gives it.
+    ids = order or next(part["order"] for part in parts if "order" in part)
+    rank = {pid: i for i, pid in enumerate(ids)}
+    records = [r for r in records if r["id"] in rank]
+    records.sort(key=lambda r: rank[r["id"]])
     merged = dict(parts[0])
     merged["records"] = records
     merged["cpu_seconds"] = sum(part.get("cpu_seconds", 0) for part in parts)
-    merged["planned"] = len(parts[0]["order"])
+    merged["planned"] = len(ids)
     merged["jobs"] = len(parts)
     return merged
 
@@ -271,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         help="which pages Tesseract reads beside ours: all, the upright ones (turn 0), none",
     )
     parser.add_argument("--shard-dir", type=Path, help="keep the --jobs processes' records here, page by page")
-    parser.add_argument("--merge-shards", type=Path, help="report from a --shard-dir, finished or cut short")
+    parser.add_argument(
+        "--merge-shards", type=Path, nargs="+", help="report from --shard-dir folders, finished or cut short"
+    )
+    parser.add_argument("--reverse", action="store_true", help="each process takes its pages last first")
     parser.add_argument("--gate", action="store_true", help="exit 1 when a gate fails")
     parser.add_argument(
         "--baseline",
@@ -303,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.shard:
         k, n = (int(x) for x in args.shard.split("/"))
-        _run_here(todo[k::n], tesseract=args.tesseract, label=f"shard {k}/{n} ", progress=args.shard_out)
+        mine = todo[k::n][::-1] if args.reverse else todo[k::n]
+        _run_here(mine, tesseract=args.tesseract, label=f"shard {k}/{n} ", progress=args.shard_out)
         data = json.loads(args.shard_out.read_text())
         data["order"] = [p.id for p in todo]
         args.shard_out.write_text(json.dumps(data, ensure_ascii=False))
@@ -313,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = dt.datetime.now(dt.UTC)
     if args.merge_shards:
-        run = merge_shards(args.merge_shards)
+        run = merge_shards(*args.merge_shards, order=[p.id for p in todo])
     elif args.jobs > 1:
         child_argv = [
             a for a in _strip_value(_strip_value(argv, "--jobs"), "--shard-dir") if not a.startswith("--jobs=")

@@ -25,3 +25,25 @@ def test_lines_merged_into_blocks_are_detected_again():
     # The shrunk phototest on a large sheet, tiny detector at 960 px: the median passes (14.4 px),
     # but two boxes are paragraphs 35 and 64 px tall.
     assert not probe_is_lines(np.array([35.3, 13.0, 64.3, 13.0, 8.2, 15.8]), 13.0)
+
+
+def test_a_blank_scan_is_blank_and_a_page_number_alone_is_not():
+    from workers.engines.cpu.detection import FULL_PASS_MIN_INK, ink_share, is_blank
+
+    rng = np.random.default_rng(0)
+    # A 200-dpi A4 scan of an empty sheet: paper grey with sensor noise, no ink.
+    page = np.clip(rng.normal(235, 6, (2339, 1654)), 0, 255).astype(np.uint8)
+    assert is_blank(page) and is_blank(np.stack([page] * 3, axis=-1))
+    # A page number alone (a 10-pt "3": about 16 x 24 px of strokes) is read.
+    page[2200:2224, 820:824] = 20
+    page[2200:2204, 812:824] = 20
+    page[2220:2224, 812:824] = 20
+    page[2210:2214, 814:824] = 20
+    assert not is_blank(page)
+    # ... but it is far from the ink of a page of small print, so a probe that finds nothing on it
+    # does not send it to the full-size pass.
+    assert ink_share(page) < FULL_PASS_MIN_INK
+    # Light print on a dark page is ink too.
+    dark = np.full((400, 400), 30, np.uint8)
+    dark[100:300:4, 50:350] = 230
+    assert not is_blank(dark) and ink_share(dark) > FULL_PASS_MIN_INK

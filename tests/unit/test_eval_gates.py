@@ -95,3 +95,15 @@ def test_baseline_reads_a_baseline_file_or_a_recorded_run(tmp_path):
     run = tmp_path / "eval.json"
     run.write_text(json.dumps({"meta": {}, "pages": [page(f1=1.0), page(f1=0.8), page(cls="x/y", f1=None)]}))
     assert load_baseline(run) == ({"scan/latin": {"f1": 0.9, "pages": 2}}, None)
+
+
+def test_declined_pages_are_not_scored_and_an_all_declined_class_passes():
+    baseline = {"udhr/korean": {"f1": 0.03}, "udhr/cyrillic": {"f1": 0.02}}
+    pages = [
+        page("kor/p1/200", cls="udhr/korean", f1=0.0, flags=["script:unsupported"]),
+        page("rus/p1/200", cls="udhr/cyrillic", f1=0.0, flags=["ocr:low-confidence"]),
+    ]
+    result = gates.check(pages, baseline)
+    assert [r["cls"] for r in result.regressions] == ["udhr/cyrillic"]
+    assert result.unflagged_low == []
+    assert gates.class_f1(pages) == {"udhr/cyrillic": {"f1": 0.0, "pages": 1}}

@@ -9,14 +9,19 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-
-import pymupdf
+from typing import TYPE_CHECKING
 
 from ocrsite.vocabulary import PageFlag
 from workers.content import conservation, tables
 from workers.content.order import reading_order
 from workers.engines.base import LayoutBox, RegionText, TextLine
 from workers.engines.geometry import union_box
+
+if TYPE_CHECKING:
+    import pymupdf
+
+# pymupdf is imported where a page is read, not here: ~0.5 CPU-s a process that reads no PDF (the
+# embedded CLI on an image, a worker of the cpu queue) need not pay.
 
 ENGINE_NAME = "pymupdf:text-layer"
 
@@ -76,6 +81,8 @@ def extract(page: pymupdf.Page, dpi: int, config: TextLayerConfig) -> list[tuple
 
 def read_page(page: pymupdf.Page, dpi: int, config: TextLayerConfig) -> TextLayerPage:
     """Regions of the page in reading order, every word of its text layer kept (checked)."""
+    import pymupdf
+
     textpage = page.get_textpage(flags=pymupdf.TEXTFLAGS_TEXT)
     data = page.get_text("dict", textpage=textpage)
     raw_words = page.get_text("words", textpage=textpage)
@@ -165,13 +172,19 @@ class _Frame:
     rotation: int
 
     def upright(self, bbox) -> tuple[float, float, float, float]:
+        import pymupdf
+
         return tuple((pymupdf.Rect(bbox) * self.up).normalize())
 
     def shown(self, bbox) -> tuple[float, float, float, float]:
+        import pymupdf
+
         return tuple((pymupdf.Rect(bbox) * self.out).normalize())
 
 
 def _frame(page: pymupdf.Page, blocks: list[dict], scale: float) -> _Frame:
+    import pymupdf
+
     # The direction most of the page's characters run in, as a quarter-turn of the unrotated page.
     weight: dict[int, int] = {}
     for block in blocks:
@@ -240,6 +253,8 @@ def _plain(w: _Word) -> tables.Word:
 
 def _block_pieces(blocks: list[dict], words: list[_Word], claimed: set[int], frame: _Frame) -> list[_Piece]:
     """Text blocks, less the words a table took: a block half inside a table keeps the rest."""
+    import pymupdf
+
     by_line: dict[tuple[int, int], list[tuple[int, _Word]]] = {}
     for k, w in enumerate(words):
         by_line.setdefault((w.block, w.line), []).append((k, w))
@@ -409,6 +424,8 @@ def _whitespace_tables(words: list[_Word]) -> list[tuple[tuple, tables.Table | N
 def _rulings(page: pymupdf.Page, frame: _Frame) -> tuple[list, list, int]:
     """Thin drawn lines and rectangles in the upright frame: horizontal ones (under group
     headings), vertical ones (between columns), and how many lines and rectangles were drawn."""
+    import pymupdf
+
     h_rules, v_rules, n = [], [], 0
     for d in page.get_drawings():
         items = d["items"]

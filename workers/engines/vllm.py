@@ -41,11 +41,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import cv2
-import httpx2
 import numpy as np
-import openai
 
 from ocrsite.backoff import backoff_s
 from ocrsite.vocabulary import ErrorCode
@@ -54,6 +53,10 @@ from workers.engines import profiles, vlm_output
 from workers.engines.base import NOT_READ_TASKS, EngineError, LayoutBox, Recognition, RegionText
 from workers.engines.endpoint_slots import Drained, EndpointSlots, NoSlot
 from workers.engines.settings import DeploymentSettings
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +203,11 @@ class VllmRecognizer:
         request (measured: the largest cost per request with 256 connections), so the pool is
         split into shards of at most SHARD connections; a request takes the least busy shard,
         which always has a free connection while fewer than ``bound`` requests are in flight."""
+        # Imported when a vLLM engine first runs: ~0.5 CPU-s (httpx2 builds its TLS context as it
+        # loads) that processes which never call vLLM (the CLI, CPU workers) skip.
+        import httpx2
+        import openai
+
         bound = self.config.max_in_flight
         count = max(1, math.ceil(bound / SHARD))
         size = math.ceil(bound / count)
@@ -332,6 +340,8 @@ class VllmRecognizer:
         return list(await asyncio.gather(*(self._one(call) for call in calls)))
 
     async def _one(self, call: _Call) -> _Answer:
+        import openai
+
         cfg = self.config
         last: tuple[str, str] = (ErrorCode.VLLM_UNAVAILABLE, "no attempt made")
         failures = 0  # what counts against ``retries``: not overload
@@ -396,6 +406,9 @@ class VllmRecognizer:
         return not self.config.stopping()
 
     async def _attempt(self, call: _Call) -> _Answer:
+        import httpx2
+        import openai
+
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         sharing_at_start = self.in_flight
@@ -440,6 +453,8 @@ class VllmRecognizer:
         with a plain dict body and the raw response: the SDK's typed ``create`` walks the
         whole payload to transform it and builds pydantic models of the answer, which was
         measured at about half the dispatcher's CPU per region."""
+        import httpx2
+
         body = {
             "model": self.model,
             "messages": [

@@ -87,6 +87,10 @@ class CpuRecognizerConfig:
     # default threshold sits between normal print and 6-pt print as measured at the probe's size.
     det_probe_side: int = 0
     det_probe_min_px: float = 13.0
+    # A page the layout says holds a table is detected at full size. True: by the probe's model when
+    # the probe finds clean lines of normal print (the small detector only for small print); the
+    # tiny detector costs ~1/3 of the small one there (detection.TextDetection._full_size_by_print).
+    det_table_probe_model: bool = False
     # Check the script of a page whose lines read unsure, and read a CJK page with the full-head
     # small model or flag a page no recogniser here reads (workers.engines.cpu.script). The check
     # costs nothing on a page whose lines read confidently.
@@ -113,8 +117,8 @@ class CpuRecognizerConfig:
 # the Latin head, two-pass detection (tiny at 960 px, small at full size), batches of 4 line crops (crops are sorted by
 # width, so small batches pad less: less recognition CPU than 16 at the same word F1, and a lower
 # peak memory) padded to 96 px rather than 320 (short crops: table cells, numbers), recognised on
-# onnxruntime; "accurate" is the small models reading every script at full detection resolution on
-# onnxruntime. bench cpu-engine measures both. fast recognises on onnxruntime even where OpenVINO
+# onnxruntime; "accurate" is the small models reading every script, probing at 960 px with the
+# small detector, on onnxruntime. bench cpu-engine measures both. fast recognises on onnxruntime even where OpenVINO
 # would be cheaper: with the tiny model OpenVINO's padded widths dropped words onnxruntime and
 # Tesseract read, and it held more memory. OCR_CPU_RUNTIME=auto or openvino still chooses it.
 # (Every figure behind these choices: docs/benchmarks.md, "Figures behind the CPU engine's defaults".)
@@ -127,6 +131,7 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
         "det_probe_box_thresh": 0.3,
         "rec_head": "latin",
         "det_probe_side": 960,
+        "det_table_probe_model": True,
         "rec_batch": 4,
         "rec_min_width": 96,
         "rec_width_step": 160,
@@ -138,9 +143,12 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
         "rec_model": CpuModel.SMALL,
         "det_probe_box_thresh": 0.5,
         "rec_head": "full",
-        "det_probe_side": 0,
-        "rec_batch": 16,
-        "rec_min_width": 320,
+        # The small detector probes at 960 px as well (full size for small print and tables), and
+        # crops are padded to 96 px in batches of 4, as in fast: on the dev pages half the CPU at
+        # the same word F1 (1.000 on every page; the tiny detector as probe lost a word).
+        "det_probe_side": 960,
+        "rec_batch": 4,
+        "rec_min_width": 96,
         "runtime": CpuRuntime.ONNXRUNTIME,
     },
 }

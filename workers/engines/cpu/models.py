@@ -148,32 +148,42 @@ def fused_layout_model(cache_dir: Path | str) -> Path:
 
 
 def _derived(cache_dir: Path | str, source: Path, tag: str, build) -> Path:
-    """A model derived from ``source`` by ``build()``, written once under ``cache_dir`` (or under the
-    temp directory when none is configured or it cannot be written, e.g. a read-only image), named
-    by the source's hash and ``tag``."""
+    """A model derived from ``source`` by ``build()`` (an ONNX model), written once under
+    ``cache_dir`` (``_derived_file``)."""
+
+    def write(tmp: Path) -> None:
+        import onnx
+
+        onnx.save(build(), str(tmp))
+
+    return _derived_file(cache_dir, source, tag, write)
+
+
+def _derived_file(cache_dir: Path | str, source: Path, tag: str, write) -> Path:
+    """A file derived from ``source`` by ``write(path)``, written once under ``cache_dir`` (or under
+    the temp directory when none is configured or it cannot be written, e.g. a read-only image),
+    named by the source's hash and ``tag``."""
     fallback = Path(tempfile.gettempdir()) / "ocr-models"
     if not cache_dir:
-        return _write_once(fallback, source, tag, build)
+        return _write_once(fallback, source, tag, write)
     try:
-        return _write_once(Path(cache_dir), source, tag, build)
+        return _write_once(Path(cache_dir), source, tag, write)
     except PermissionError:
-        return _write_once(fallback, source, tag, build)
+        return _write_once(fallback, source, tag, write)
 
 
-def _write_once(cache_dir: Path, source: Path, tag: str, build) -> Path:
+def _write_once(cache_dir: Path, source: Path, tag: str, write) -> Path:
     target = cache_dir / f"{source.stem}.{tag}-{_sha256(source)[:16]}.onnx"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    model = build()
-    # Write then rename, so two workers starting together never load a half-written file.
+    # Write then rename, so processes starting together never load a half-written file: each
+    # writes its own temporary file and the last rename wins (the files are the same).
     fd, name = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
     os.close(fd)
     tmp = Path(name)
     try:
-        import onnx
-
-        onnx.save(model, str(tmp))
+        write(tmp)
         tmp.chmod(0o644)  # mkstemp makes it owner-only; other worker users read it too
         tmp.replace(target)
     finally:
@@ -303,3 +313,60 @@ def prune_classifier(source: Path, keep, chars: list[str] | None = None):
     if out_dims and out_dims[-1].HasField("dim_value"):
         out_dims[-1].dim_value = len(index)
     return model
+
+
+# --- inference sessions -------------------------------------------------------------------------
+
+
+def ort_session(model: Path | str, threads: int, cache_dir: Path | str, *, memory_patterns: bool = True):
+    """An onnxruntime CPU session over ``model`` with rapidocr's own session options (no memory
+    arena, every graph optimisation) and ``threads`` intra-op threads.
+
+    The graph optimisations (constant folding, fusions, the blocked-layout rewrite for this CPU)
+    are done once: the optimised graph is written under ``cache_dir`` (``optimized_model``) and
+    later sessions load it with optimisation off, so a process starts without redoing them."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.enable_cpu_mem_arena = False
+    options.enable_mem_pattern = memory_patterns
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    path = optimized_model(Path(model), cache_dir)
+    options.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL if path is not None else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    )
+    return ort.InferenceSession(str(path or model), options, providers=["CPUExecutionProvider"])
+
+
+def optimized_model(source: Path, cache_dir: Path | str) -> Path | None:
+    """``source`` as onnxruntime optimises it for this CPU, written once under ``cache_dir`` (or the
+    temp directory) and named by the source's digest, onnxruntime's version and the CPU's vector
+    flags: the optimised graph may hold kernels of one CPU family (onnxruntime's NCHWc nodes), so
+    another CPU or runtime version gets its own file. None when it cannot be written (then the
+    caller optimises in memory, as before)."""
+    try:
+        return _derived_file(cache_dir, source, _optimized_key(source), lambda tmp: _write_optimized(source, tmp))
+    except OSError:
+        return None
+
+
+def _optimized_key(source: Path) -> str:
+    import onnxruntime as ort
+
+    from workers.engines.cpu.budget import this_cpu_flags
+
+    vector = sorted(f for f in this_cpu_flags() if f.startswith(("avx", "amx", "sse", "fma", "f16c", "neon", "sve")))
+    parts = f"{ort.__version__}|{','.join(vector)}"
+    return f"ort-{hashlib.sha256(parts.encode()).hexdigest()[:8]}"
+
+
+def _write_optimized(source: Path, target: Path) -> None:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(target)
+    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])

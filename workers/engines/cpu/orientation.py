@@ -14,6 +14,7 @@ as it would in the parent.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from ocrsite.vocabulary import CpuModel, CpuRuntime
 from workers.engines.cpu.config import CpuRecognizerConfig
-from workers.engines.cpu.detection import probe_is_lines
+from workers.engines.cpu.detection import is_blank, probe_is_lines
 from workers.engines.cpu.models import wheel_cls_model
 from workers.engines.cpu.rapid import as_bgr
 from workers.engines.cpu.recognizer import RapidOcrRecognizer
@@ -44,8 +45,7 @@ class OrientationReader:
     name = "rapidocr:PP-OCRv6 det tiny, rec tiny (full), cls ppocr-mobile-v2.0"
 
     def __init__(self, model_cache_dir: str = "") -> None:
-        import onnxruntime as ort
-
+        # Each model loads when a page first needs it (a blank page needs none).
         self._ocr = RapidOcrRecognizer(
             CpuRecognizerConfig(
                 threads=1,
@@ -66,12 +66,19 @@ class OrientationReader:
                 model_cache_dir=model_cache_dir,
             )
         )
+
+    @functools.cached_property
+    def _cls(self):
+        import onnxruntime as ort
+
         options = ort.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1
         options.enable_cpu_mem_arena = False  # as rapidocr's sessions: freed tensors go back
-        self._cls = ort.InferenceSession(str(wheel_cls_model()), options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(str(wheel_cls_model()), options, providers=["CPUExecutionProvider"])
 
     def line_boxes(self, image: np.ndarray) -> np.ndarray:
+        if is_blank(image):  # no lines to find: no model loads
+            return np.zeros((0, 4, 2), np.float32)
         quads = self._detect(image, DETECT_SIDE)
         probe = min(1.0, DETECT_SIDE / max(image.shape[:2]))
         if len(quads) and probe < 1 and not probe_is_lines(_short_sides(quads) * probe, DETECT_MIN_PX):

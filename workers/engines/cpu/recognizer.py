@@ -11,11 +11,13 @@ no stage keeps a page's pixels once the page is read.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -27,15 +29,24 @@ from workers.engines.cpu import script as script_check
 from workers.engines.cpu import tiles
 from workers.engines.cpu.budget import resolve_threads
 from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolved
-from workers.engines.cpu.detection import MERGED_LINE_FACTOR, MERGED_SHARE_MAX, TextDetection, line_heights
+from workers.engines.cpu.detection import (
+    FULL,
+    MERGED_LINE_FACTOR,
+    MERGED_SHARE_MAX,
+    TextDetection,
+    is_blank,
+    line_heights,
+)
 from workers.engines.cpu.lines import assign_lines, table_text
-from workers.engines.cpu.models import rec_model, wheel_model
+from workers.engines.cpu.models import ort_session, rec_model, wheel_model
 from workers.engines.cpu.rapid import as_bgr, quiet
 from workers.engines.geometry import quad_to_box
 
 log = logging.getLogger("workers.engines.cpu")
 
 
+# PageLines.detection_pass of a page with no ink (detection.is_blank): no pass ran.
+BLANK = "blank"
 # The detection pass a page read in bands reports (``tiles``): full-size detection, band by band.
 FULL_BANDS = "full-bands"
 
@@ -59,23 +70,47 @@ def needs_full_detection(regions: Sequence[LayoutBox]) -> bool:
 
 
 class RapidOcrRecognizer:
-    """PP-OCR full-page pass; lines assigned to regions by overlap. Both models load when the
-    engine is built, once per process."""
+    """PP-OCR full-page pass; lines assigned to regions by overlap. Each model loads the first
+    time a page needs it, once per process: a blank page loads none, a page of normal print
+    never loads the full-size detector, a page with no unsure line never loads the re-reader."""
 
     def __init__(self, config: CpuRecognizerConfig) -> None:
-        from rapidocr import EngineType, RapidOCR
-        from rapidocr.ch_ppocr_det import TextDetector
-        from rapidocr.ch_ppocr_rec import TextRecognizer
-
-        quiet("RapidOCR")
-        started = time.perf_counter()
         config = with_runtime_resolved(config)
+        if config.runtime not in (CpuRuntime.ONNXRUNTIME, CpuRuntime.OPENVINO):
+            raise ValueError(f"unknown runtime {config.runtime!r}: {', '.join(CpuRuntime)}")
         self.config = config
-        threads = resolve_threads(config.threads)
+        self._threads = resolve_threads(config.threads)
         # Results record which models read the page (Region.engine).
         probe = f"{config.det_probe_model}→" if config.det_probe_side > 0 else ""
         reread = f" (< {config.reread_below:g}: {config.reread_model})" if self._rereads(config) else ""
         self.name = f"rapidocr:PP-OCRv6 det {probe}{config.det_model}, rec {config.rec_model}{reread}"
+        self.detection = TextDetection(
+            self._full_size_detector, config, self._probe_detector if config.det_probe_side > 0 else None
+        )
+        # Operators read what a worker really runs here: `auto` resolves per machine (auto_runtime).
+        log.info(
+            "CPU recognizer: %s, recognition on %s, %s head, detection %s, %d thread(s); models load on first use",
+            self.name,
+            str(config.runtime),
+            config.rec_head,
+            f"probe {config.det_probe_side} px then full" if config.det_probe_side > 0 else "full size",
+            self._threads,
+        )
+        # One page at a time per engine: rapidocr's OpenVINO session holds one infer request whose
+        # output buffer the next call overwrites, and the models load under it. Prefork workers
+        # never contend for it; a thread pool (-P threads) would.
+        self._lock = threading.Lock()
+        self._full_head_built = None
+        self._charset: frozenset[str] | None = None  # what the page's readers can write (_language_flags)
+
+    @functools.cached_property
+    def _rapid(self):
+        """rapidocr's stage configs (its own parsing of our settings over its defaults), built the
+        first time a model loads: importing rapidocr alone costs ~0.6 CPU-s."""
+        from rapidocr import RapidOCR
+
+        quiet("RapidOCR")
+        config = self.config
         rec_path, keys_path = rec_model(config.rec_model, config.rec_head, config.model_cache_dir)
         extra: dict = {
             "Det.model_path": str(wheel_model("det", config.det_model)),
@@ -83,10 +118,8 @@ class RapidOcrRecognizer:
             **({"Rec.rec_keys_path": str(keys_path)} if keys_path else {}),
         }
         if config.runtime == CpuRuntime.OPENVINO:
-            extra.update(_openvino_params(threads, extra["Rec.model_path"]))
-        elif config.runtime != CpuRuntime.ONNXRUNTIME:
-            raise ValueError(f"unknown runtime {config.runtime!r}: {', '.join(CpuRuntime)}")
-        # rapidocr's own parsing of its settings over its defaults; RapidOCR loads nothing itself.
+            extra.update(_openvino_params(self._threads, extra["Rec.model_path"]))
+        # RapidOCR loads nothing itself: only its parsed config is kept.
         cfg = RapidOCR(
             params={
                 **extra,
@@ -95,59 +128,108 @@ class RapidOcrRecognizer:
                 "Det.max_candidates": config.det_max_candidates,
                 "Rec.rec_batch_num": config.rec_batch,
                 "Rec.rec_img_shape": [3, 48, config.rec_min_width],
-                "EngineConfig.onnxruntime.intra_op_num_threads": threads,
+                "EngineConfig.onnxruntime.intra_op_num_threads": self._threads,
                 "EngineConfig.onnxruntime.inter_op_num_threads": 1,
             }
         ).cfg
-        self._global = cfg.Global
         for stage in (cfg.Det, cfg.Rec):
             stage.engine_cfg = cfg.EngineConfig[stage.engine_type.value]
             stage.model_root_dir = cfg.Global.model_root_dir
         cfg.Rec.font_path = cfg.Global.font_path
-        # The probe gets a detector of its own only where it differs from the full-size pass's.
-        probe_detector = None
-        if config.det_probe_side > 0 and (config.det_probe_model, config.det_probe_box_thresh) != (
-            config.det_model,
-            cfg.Det.box_thresh,
-        ):
-            probe_cfg = cfg.Det.copy()
-            probe_cfg.model_path = str(wheel_model("det", config.det_probe_model))
-            probe_cfg.box_thresh = config.det_probe_box_thresh
-            probe_detector = TextDetector(probe_cfg)
-        self.detection = TextDetection(_full_size_detector(cfg.Det, config.det_memory_patterns), config, probe_detector)
-        self._recognition = TextRecognizer(cfg.Rec)
-        self._rec_cfg = cfg.Rec
-        self._onnxruntime_cfg = cfg.EngineConfig.onnxruntime
-        self._full_head = self._recognition if (config.rec_model, config.rec_head) == ("small", "full") else None
-        self._rereader = None
-        self._charset: frozenset[str] | None = None  # what the page's readers can write (_language_flags)
-        if self._rereads(config):
-            # On onnxruntime whatever reads the page: it keeps no state per input shape, and the
-            # unsure lines' widths are many (on OpenVINO the CLI's peak grew with them).
-            reread_cfg = cfg.Rec.copy()
-            reread_cfg.engine_type = EngineType.ONNXRUNTIME
-            reread_cfg.engine_cfg = cfg.EngineConfig.onnxruntime
-            reread_head = config.reread_head or config.rec_head
-            path, keys = rec_model(config.reread_model, reread_head, config.model_cache_dir)
-            reread_cfg.model_path = str(path)
-            reread_cfg.rec_keys_path = str(keys) if keys else None
-            self._rereader = TextRecognizer(reread_cfg)
-            if (config.reread_model, reread_head) == (CpuModel.SMALL, "full"):
-                self._full_head = self._rereader
-        # Operators read what a worker really runs here: `auto` resolves per machine (auto_runtime).
-        log.info(
-            "CPU recognizer ready in %.1f s: %s, recognition on %s, %s head, detection %s, %d thread(s)",
-            time.perf_counter() - started,
-            self.name,
-            str(config.runtime),
-            config.rec_head,
-            f"probe {config.det_probe_side} px then full" if config.det_probe_side > 0 else "full size",
-            threads,
+        return cfg
+
+    @property
+    def _global(self):
+        return self._rapid.Global
+
+    def _full_size_detector(self):
+        from rapidocr.ch_ppocr_det import TextDetector
+
+        det = self._rapid.Det
+        return TextDetector(self._with_session(det, memory_patterns=self.config.det_memory_patterns))
+
+    def _probe_detector(self):
+        from rapidocr.ch_ppocr_det import TextDetector
+
+        config, det = self.config, self._rapid.Det
+        if (config.det_probe_model, config.det_probe_box_thresh) == (config.det_model, det.box_thresh):
+            return self.detection._detector(FULL)  # the same model and threshold: one session
+        probe_cfg = det.copy()
+        probe_cfg.model_path = str(wheel_model("det", config.det_probe_model))
+        probe_cfg.box_thresh = config.det_probe_box_thresh
+        # Memory patterns as for the full-size pass: a table page of normal print is detected at full
+        # size by the probe's model (TextDetection._full_size_by_print).
+        return TextDetector(self._with_session(probe_cfg, memory_patterns=self.config.det_memory_patterns))
+
+    @functools.cached_property
+    def _recognition(self):
+        from rapidocr.ch_ppocr_rec import TextRecognizer
+
+        rec = self._rapid.Rec
+        if self.config.runtime == CpuRuntime.OPENVINO:
+            return TextRecognizer(rec)  # rapidocr's own OpenVINO session over the same file
+        return TextRecognizer(self._with_session(rec))
+
+    @functools.cached_property
+    def _rereader(self):
+        if not self._rereads(self.config):
+            return None
+        from rapidocr import EngineType
+        from rapidocr.ch_ppocr_rec import TextRecognizer
+
+        config, cfg = self.config, self._rapid
+        # On onnxruntime whatever reads the page: it keeps no state per input shape, and the
+        # unsure lines' widths are many (on OpenVINO the CLI's peak grew with them).
+        reread_cfg = cfg.Rec.copy()
+        reread_cfg.engine_type = EngineType.ONNXRUNTIME
+        reread_cfg.engine_cfg = cfg.EngineConfig.onnxruntime
+        path, keys = rec_model(config.reread_model, config.reread_head or config.rec_head, config.model_cache_dir)
+        reread_cfg.model_path = str(path)
+        reread_cfg.rec_keys_path = str(keys) if keys else None
+        return TextRecognizer(self._with_session(reread_cfg))
+
+    # The script check's full-head recogniser (``_full_head_recognizer``): the page's own
+    # recogniser or the re-reader where either is the small model's full head, else built from
+    # the recognition config the first time a page needs it. Lazily, like every model here.
+    @property
+    def _rec_cfg(self):
+        return self._rapid.Rec
+
+    @property
+    def _onnxruntime_cfg(self):
+        return self._rapid.EngineConfig.onnxruntime
+
+    @property
+    def _full_head(self):
+        if self._full_head_built is None:
+            config = self.config
+            if (config.rec_model, config.rec_head) == (CpuModel.SMALL, "full"):
+                self._full_head_built = self._recognition
+            elif self._rereads(config) and (config.reread_model, config.reread_head or config.rec_head) == (
+                CpuModel.SMALL,
+                "full",
+            ):
+                self._full_head_built = self._rereader
+        return self._full_head_built
+
+    @_full_head.setter
+    def _full_head(self, recognizer) -> None:
+        self._full_head_built = recognizer
+
+    def _with_session(self, stage_cfg, *, memory_patterns: bool = True):
+        """``stage_cfg`` with an onnxruntime session of ours over its model (``models.ort_session``:
+        the graph optimised once into the model cache), which rapidocr takes in place of building
+        its own (config key ``session``; OmegaConf holds an object only when allowed to)."""
+        from omegaconf import OmegaConf
+
+        started = time.perf_counter()
+        session = ort_session(
+            stage_cfg.model_path, self._threads, self.config.model_cache_dir, memory_patterns=memory_patterns
         )
-        # One page at a time per engine: rapidocr's OpenVINO session holds one infer request whose
-        # output buffer the next call overwrites. Prefork workers never contend for it; a thread
-        # pool (-P threads) would.
-        self._lock = threading.Lock()
+        log.debug("loaded %s in %.2f s", Path(stage_cfg.model_path).name, time.perf_counter() - started)
+        cfg = OmegaConf.create(OmegaConf.to_container(stage_cfg), flags={"allow_objects": True})
+        cfg.session = session
+        return cfg
 
     @property
     def runtime(self) -> CpuRuntime:
@@ -163,6 +245,8 @@ class RapidOcrRecognizer:
         return self.read_page(image, full_detection=full_detection).lines
 
     def read_page(self, image: np.ndarray, *, full_detection: bool = False) -> PageLines:
+        if is_blank(image):  # nothing to read: no model loads, no pass runs
+            return PageLines([], BLANK)
         from rapidocr.utils.process_img import (
             apply_vertical_padding,
             get_rotate_crop_image,
@@ -181,7 +265,7 @@ class RapidOcrRecognizer:
         )
         try:
             with self._lock:
-                detected = self.detection(page, full=full_detection)
+                detected = self.detection(page, table=full_detection)
                 shrink = min(page.shape[0] / height, page.shape[1] / width)
                 heights = line_heights(detected.quads)
                 if tiles.needs_bands(
@@ -439,29 +523,6 @@ class RapidOcrRecognizer:
         # The pass is shared by the page; each region reports the page's latency.
         recognition.texts[:] = [replace(t, latency_ms=elapsed) for t in recognition.texts]
         return recognition
-
-
-def _full_size_detector(det_cfg, memory_patterns: bool):
-    """rapidocr's detector for the full-size pass. With ``memory_patterns`` off
-    (``CpuRecognizerConfig.det_memory_patterns``; rapidocr exposes no such option) it runs over a
-    session of our own, its options rapidocr's own (``OrtInferSession._init_sess_opts``) with that
-    one change. The probe always keeps rapidocr's session: its inputs are a quarter the size."""
-    from rapidocr.ch_ppocr_det import TextDetector
-
-    if memory_patterns:
-        return TextDetector(det_cfg)
-    import onnxruntime as ort
-    from omegaconf import OmegaConf
-    from rapidocr.inference_engine.onnxruntime.main import OrtInferSession
-
-    options = OrtInferSession._init_sess_opts(det_cfg.engine_cfg)
-    options.enable_mem_pattern = False
-    session = ort.InferenceSession(str(det_cfg.model_path), options, providers=["CPUExecutionProvider"])
-    # rapidocr takes a ready session in its stage config (key `session`); OmegaConf holds an
-    # object only when allowed to.
-    cfg = OmegaConf.create(OmegaConf.to_container(det_cfg), flags={"allow_objects": True})
-    cfg.session = session
-    return TextDetector(cfg)
 
 
 def _openvino_params(threads: int, rec_path: str) -> dict:

@@ -23,6 +23,9 @@ from ocrsite.memory import return_large_buffers
 
 class Command(BaseCommand):
     help = "OCR a PDF or image with the embedded pipeline and print Markdown (or JSON)."
+    # Django's system checks load the URL conf, the admin and the API schema (~0.3 CPU-s a run);
+    # this command serves no URL, and the web process and CI (`manage.py check`) run them.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("file", type=Path)
