@@ -58,6 +58,12 @@ def pages(dpi: int) -> list[tuple[str, np.ndarray, int, bool]]:
     out.append(("receipt (all caps, thermal)", _image(PAGES / "receipt-lidl.jpg"), 0, True))
     out += [(name, _image(PAGES / name), 0, False) for name in UNREADABLE]
     out += [(f"cardinal.pdf p{i + 1}", _pdf(CARDINAL, dpi, i), 90 * i, True) for i in range(4)]
+    # Japanese prose (kana the tiny head lacks): confirmed at 0/180 by the second reading with the
+    # small full head; left at 90/270 (the sideways axis is not read again: vertical CJK columns
+    # read well turned a quarter), so not counted among the Latin turns to find.
+    out.append(
+        ("japanese_text.pdf (kana)", _pdf(ROOT / "tests" / "data" / "script" / "japanese_text.pdf", dpi), 0, False)
+    )
     for name in ("phototest.tif", "eurotext.tif"):
         if (common.DEV / name).exists():
             out.append((name, _image(common.DEV / name), 0, True))
