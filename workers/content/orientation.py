@@ -10,6 +10,10 @@ classifier and a recogniser; ``workers.engines.cpu.orientation``):
    round — by the recogniser (character-weighted mean confidence) and by the line-angle
    classifier (the share of lines it calls upside down).
 
+When neither way wins on lines across the page, the same lines are read both ways again by a
+recogniser of more scripts (``LineReader.read_again``: the small full head, which has the kana the
+tiny one lacks), weighted by the letters and digits it reads, and the same rule decides.
+
 A candidate wins only when its lines read with high confidence, clearly above the other way, and
 the classifier does not say otherwise (unless the reading is decisive: the classifier, trained on
 Chinese and English lines, errs on some skewed sideways scans and on scripts it never saw). A recogniser that does not know the page's script (Hebrew,
