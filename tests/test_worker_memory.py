@@ -62,7 +62,7 @@ def test_a_worker_builds_each_engine_once_and_its_memory_stays_flat(start_worker
     # The same pool process ran every page (none replaced), and it built each engine once.
     assert len(re.findall(r"CPU layout engine ready", log)) == 1, log[-3000:]
     # Recognizers: the page's, and the orientation check's reader (another model set); each once.
-    recognizers = re.findall(r"CPU recognizer ready in [\d.]+ s: (.+)", log)
+    recognizers = re.findall(r"CPU recognizer: (.+); models load on first use", log)
     assert recognizers and len(recognizers) == len(set(recognizers)), log[-3000:]
     assert "exceeding memory limit" not in log
     # After the first round (engines built, every input shape of these pages seen once), more of
