@@ -141,7 +141,14 @@ def allocatable(cloud: str, machine: Machine, max_pods: int) -> tuple[float, flo
 # registry on this machine); layout-gpu: Paddle's
 # GPU wheel with its CUDA/cuDNN wheels on top of the app; app: Python + OpenCV + ONNX Runtime +
 # OpenVINO. Revisit when an image's base or pin changes (README: images).
-IMAGE_GIB = {"ocr-vllm": 28, "ocr-layout-gpu": 12, "ocr-app": 3, "rclone": 0.1, "redis": 0.2}
+IMAGE_GIB = {
+    "ocr-vllm": 28,
+    "ocr-layout-gpu": 12,
+    "ocr-app": 3,
+    "rclone": 0.1,
+    "redis": 0.2,
+    "opentelemetry-collector-contrib": 0.4,
+}
 # The OS, kubelet/containerd state and logs, besides images and emptyDirs.
 SYSTEM_DISK_GIB = 20
 

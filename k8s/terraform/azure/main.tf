@@ -261,11 +261,11 @@ resource "azurerm_container_registry" "main" {
   retention_policy_in_days      = 7
 }
 
-# Third-party images (redis, rclone) through the registry's cache rules, not anonymously from Docker
+# Third-party images (redis, rclone, the OpenTelemetry collector) through the registry's cache rules, not anonymously from Docker
 # Hub behind the cluster's one egress address: the AKS overlay names them
 # ocrplatform.azurecr.io/hub/<repo>, cached on first pull (tests/test_k8s.py matches the two).
 resource "azurerm_container_registry_cache_rule" "docker_hub" {
-  for_each              = { redis = "library/redis", rclone = "rclone/rclone" }
+  for_each              = { redis = "library/redis", rclone = "rclone/rclone", otelcol = "otel/opentelemetry-collector-contrib" }
   name                  = "hub-${each.key}"
   container_registry_id = azurerm_container_registry.main.id
   source_repo           = "docker.io/${each.value}"
