@@ -193,7 +193,7 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
             min_chars=settings.OCR_TEXT_LAYER_MIN_CHARS,
             force_ocr=force_ocr,
             text_layer=engine_setup.text_layer(),
-            reader=engine_setup.orientation_reader(),
+            reader=_orientation_reader(),
         )
         for found in budget.read_pdf_pages(path, unread, request, page_budget()):
             created += 1
@@ -227,7 +227,7 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
                 waiting.append(page.pk)
                 send_on(page.pk)
         frames = budget.read_image_frames(
-            path, unread, settings.OCR_MAX_IMAGE_PIXELS, page_budget(), engine_setup.orientation_reader()
+            path, unread, settings.OCR_MAX_IMAGE_PIXELS, page_budget(), _orientation_reader()
         )
         for found in frames:
             created += 1
@@ -268,6 +268,18 @@ class _StillRunning:
         self.next = time.monotonic() + self.EVERY_S
         if not Job.objects.filter(pk=self.job_id, status=Job.Status.RUNNING).exists():
             raise Cancelled(str(self.job_id))
+
+
+def _orientation_reader():
+    """The orientation check's reader, its models loaded in a worker before the page reader is
+    forked, so every job's child shares them (copy-on-write) instead of loading them within its
+    own CPU and memory budget: a text PDF with a short text layer, checked as a scan, was failed
+    ``input:too-complex`` under a 384 MB page budget by the models alone. The embedded ``manage.py
+    ocr`` reads one document per process and loads them in the child where a page needs them."""
+    reader = engine_setup.orientation_reader()
+    if not app.conf.task_always_eager:
+        reader.load()
+    return reader
 
 
 def page_budget() -> budget.PageBudget:

@@ -121,7 +121,7 @@ def test_poison_pdfs_fail_within_budget_while_another_tenant_finishes(start_work
         assert ordinary.status_code == 202, ordinary.content[:300]
 
         done = wait_for_job(b, ordinary.json()["id"], timeout=240)
-        assert done["status"] == "done", (done, worker.tail())
+        assert done["status"] == "done", (done.get("error"), done, worker.tail())
         assert b"Bystander text survives." in b.get(f"/api/v1/jobs/{done['id']}/result").content
         for resp in poisoned:
             body = wait_for_job(a, resp.json()["id"], timeout=240)

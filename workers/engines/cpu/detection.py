@@ -68,6 +68,10 @@ class TextDetection:
             self._built[which] = (self._make_probe if which == PROBE else self._make_full)()
         return self._built[which]
 
+    def load_probe(self) -> None:
+        """The probe pass's detector built now rather than on the first page."""
+        self._detector(PROBE)
+
     @property
     def session(self):
         """The full-size pass's inference session (its type says which runtime detects)."""

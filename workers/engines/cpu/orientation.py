@@ -67,6 +67,15 @@ class OrientationReader:
             )
         )
 
+    def load(self) -> None:
+        """The detector, recogniser and classifier an ordinary page's check uses, loaded now (the
+        small model's full head still loads on first need). A worker calls this before ingest
+        forks its page reader: each job's child then shares these models with the worker instead
+        of loading them again, about 0.9 CPU-s and 100 MB counted against the page's budget."""
+        self._ocr.detection.load_probe()
+        self._ocr.load_recognition()
+        self._cls  # noqa: B018 - the cached property builds the session
+
     @functools.cached_property
     def _cls(self):
         import onnxruntime as ort

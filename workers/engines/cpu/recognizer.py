@@ -161,6 +161,10 @@ class RapidOcrRecognizer:
         # size by the probe's model (TextDetection._full_size_by_print).
         return TextDetector(self._with_session(probe_cfg, memory_patterns=self.config.det_memory_patterns))
 
+    def load_recognition(self) -> None:
+        """The recognition model loaded now rather than on the first line."""
+        self._recognition  # noqa: B018 - the cached property builds the session
+
     @functools.cached_property
     def _recognition(self):
         from rapidocr.ch_ppocr_rec import TextRecognizer
