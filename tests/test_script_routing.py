@@ -17,7 +17,14 @@ from tests.support.documents import BUNDLED_DATA
 from workers.engines.base import LayoutBox
 from workers.engines.cpu import RapidOcrRecognizer, profile_config
 from workers.engines.cpu.recognizer import FULL_BANDS
-from workers.engines.cpu.script import FLAG_SCRIPT_UNSUPPORTED, SCRIPT_CJK, SCRIPT_LATIN, SCRIPT_UNSUPPORTED
+from workers.engines.cpu.script import (
+    FLAG_SCRIPT_UNSUPPORTED,
+    MISREAD_SHARE,
+    SCRIPT_CJK,
+    SCRIPT_LATIN,
+    SCRIPT_UNSUPPORTED,
+)
+from workers.engines.cpu.script import misread_share as script_misread_share
 
 SCRIPT_DATA = BUNDLED_DATA / "script"
 
@@ -140,3 +147,15 @@ def test_cyrillic_pages_are_flagged_though_the_full_head_is_sure_of_their_commas
         read = fast.read_page(_render(doc[0]))
     assert (read.script, read.flags) == (SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,))
     assert all(any(c.isalnum() for c in line.text) for line in read.lines), "no lines of bare punctuation"
+
+
+def test_a_ukrainian_page_read_confidently_as_latin_lookalikes_is_flagged(fast):
+    """The UDHR in Ukrainian (bench/corpus/files/udhr): the Latin recogniser reads its lines at
+    0.8-0.9 as "HapoAiB 06'eAHaHIx", so no line is unsure and the script check never ran; it was
+    done, unflagged, at 0.01 word F1. Words no Latin-script language writes, in no language the
+    identifier is sure of, flag it; what is kept reads as words."""
+    with pymupdf.open(BUNDLED_DATA.parent.parent / "bench" / "corpus" / "files" / "udhr" / "udhr_ukr.pdf") as doc:
+        read = fast.read_page(_render(doc[0]))
+    assert (read.script, read.flags) == (SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,))
+    share, words = script_misread_share(_text(read))
+    assert share < MISREAD_SHARE, (share, words, _text(read)[:300])

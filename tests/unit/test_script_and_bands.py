@@ -102,3 +102,20 @@ def test_content_box_is_what_the_shrunk_page_showed_and_a_margin():
     quads = np.array([[[100, 200], [900, 200], [900, 240], [100, 240]]], np.float32)
     assert tiles.content_box(quads, 7000, 5000, margin=0.01) == (30, 130, 970, 310)
     assert tiles.content_box(np.zeros((0, 4, 2)), 7000, 5000) == (0, 0, 5000, 7000)
+
+
+def test_a_reading_of_words_no_latin_language_writes_looks_misread():
+    # The fast profile's confident reading of the Ukrainian Declaration's first lines.
+    ukrainian = (
+        "3ATAIbHA AEKIAPALIA NPAB IIOAVHI bepyun Ao yBarn, 4o BI3HaHHA riAHOcTi, AKa BracTVBa BCiM "
+        "4neHaM nIOACb Ta HeBiA'€MHVx ix npaB ∈ OCHOBo1o cB060Ai, cnpaBeAIVBoCTi Ta 3aralbHor "
+        "6epyun AO yBarn, 4o 3HeBaxaHHa i HexTyBaHHA npaBaMn nIOAVHI npv3Benn A"
+    )
+    assert script.looks_misread(ukrainian)
+    english = (
+        "Whereas recognition of the inherent dignity and of the equal and inalienable rights of all "
+        "members of the human family is the foundation of freedom, justice and peace in the world. "
+        "Invoice No. 4711, 10kg of A4 paper, due 12 May 2023, from ACME GmbH in Berlin."
+    )
+    assert not script.looks_misread(english)
+    assert not script.looks_misread("HapoAiB 06'eAHaHIx nIOAVHI")  # too few words to say

@@ -353,6 +353,11 @@ class RapidOcrRecognizer:
         if not self.config.script_check or not script_check.needs_check(scores):
             read = self._reread_unsure(crops, read)
             script = script_check.script_of(read)
+            if self._misread(read, script):
+                # Sure of words no Latin-script language writes: a script no recogniser here
+                # knows, read as Latin lookalikes. Only the lines that read as words stay.
+                read = [(t, s) if not script_check.looks_misread(t, min_words=1) else ("", 0.0) for t, s in read]
+                return read, script_check.SCRIPT_UNSUPPORTED, (script_check.FLAG_SCRIPT_UNSUPPORTED,)
             return read, script, self._language_flags(read, script)
         widths = [crop.shape[1] / max(1, crop.shape[0]) for crop in crops]
         picked = script_check.sample(scores, widths)
@@ -383,6 +388,27 @@ class RapidOcrRecognizer:
             ]
             return read, check.script, check.flags
         return read, check.script, (*check.flags, *self._language_flags(read, check.script))
+
+    def _misread(self, read: list[tuple[str, float]], script: str) -> bool:
+        """A Latin page read with confidence whose words no Latin-script language writes
+        (``script.looks_misread``) and whose language no identifier recognises (``language.identify``)."""
+        if not self.config.script_check or script != script_check.SCRIPT_LATIN:
+            return False
+        text = " ".join(t for t, score in read if score >= script_check.UNSURE_BELOW)
+        share, words = script_check.misread_share(text)
+        log.debug("script check: %.3f of %d words odd-shaped", share, words)
+        if not script_check.looks_misread(text):
+            return False
+        language, sure = language_check.identify(text)
+        if sure:
+            return False
+        log.info(
+            "script check: %.0f%% of %d words odd-shaped, language %s unsure: script:unsupported",
+            100 * share,
+            words,
+            language,
+        )
+        return True
 
     def _language_flags(self, read: list[tuple[str, float]], script: str) -> tuple[str, ...]:
         """``language:unsupported`` when a Latin page's confident reading is in a language whose

@@ -19,11 +19,17 @@ and what that reading is made of decides:
   as read. A Latin page too damaged for either recogniser to read with confidence is flagged the
   same way: the flag says no recogniser here could read it, whatever the cause.
 
+* A page read with confidence can still be misread: the Latin recogniser reads Ukrainian print,
+  whose capitals and many lowercase letters look Latin, at 0.8-0.9 as "HapoAiB 06'eAHaHIx". Words
+  no Latin-script language writes (``looks_misread``), with no language the identifier is sure
+  of, flag such a page ``script:unsupported`` too (``RapidOcrRecognizer._misread``).
+
 Pages that never reach the check are ``latin``: the check costs nothing on them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -51,6 +57,15 @@ CJK_SHARE_MIN = 0.3
 # A line of print holds about one character per line height (CJK) to two (Latin); a reading of a
 # sampled line with under this many letters or digits per line height has read almost nothing.
 MIN_CHARS_PER_HEIGHT = 0.25
+# A confident Latin reading is of words no Latin-script language writes when at least this share
+# of its words (MISREAD_MIN_WORDS or more) change case inside or mix letters and digits:
+# "HapoAiB", "06'eAHaHIx", the Latin recogniser's confident reading of Ukrainian print, where
+# Cyrillic capitals and lowercase letters look like Latin ones. Latin text has few such words
+# (the corpus's Latin truth texts: at most 0.2% of words; units such as 10kg and codes such as
+# A4 are the usual ones), so the check stands on more than a page of part numbers.
+MISREAD_SHARE = 0.3
+MISREAD_MIN_WORDS = 20
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -109,6 +124,26 @@ def judge(readings: Sequence[tuple[str, float]], widths: Sequence[float] | None 
     if confidence < SURE_ABOVE:
         return ScriptCheck(SCRIPT_UNSUPPORTED, round(confidence, 4), round(cjk, 4))
     return ScriptCheck(SCRIPT_CJK if cjk >= CJK_SHARE_MIN else SCRIPT_LATIN, round(confidence, 4), round(cjk, 4))
+
+
+def misread_share(text: str) -> tuple[float, int]:
+    """(share of odd-shaped words, how many words were judged) in a reading: a word of two letters
+    or more is odd unless it is lower case, upper case or capitalised and holds no digit."""
+    words = [w for w in _WORD.findall(text) if len(w) >= 3 and sum(c.isalpha() for c in w) >= 2]
+    if not words:
+        return 0.0, 0
+    odd = sum(
+        1
+        for w in words
+        if any(c.isdigit() for c in w) or not (w.islower() or w.isupper() or (w[0].isupper() and w[1:].islower()))
+    )
+    return odd / len(words), len(words)
+
+
+def looks_misread(text: str, min_words: int = MISREAD_MIN_WORDS) -> bool:
+    """Whether a confident reading is made of words no Latin-script language writes (``MISREAD_SHARE``)."""
+    share, words = misread_share(text)
+    return words >= min_words and share >= MISREAD_SHARE
 
 
 def script_of(readings: Sequence[tuple[str, float]]) -> str:
