@@ -194,7 +194,8 @@ def run(argv: list[str]) -> list[dict]:
         task_log = str(stack.LOGS / f"pipeline-w{w}-tasks.log")
         stack.LOGS.mkdir(parents=True, exist_ok=True)
         Path(task_log).unlink(missing_ok=True)
-        environ = stack.env(OCR_ENGINE_THREADS=str(threads), BENCH_TASK_LOG=task_log)
+        # The cache off: every round sends the same pages, and each must be work, not a cache hit.
+        environ = stack.env(OCR_ENGINE_THREADS=str(threads), BENCH_TASK_LOG=task_log, OCR_RESULT_CACHE="false")
         web = stack.start_web(web_cmd, port, name=f"pipeline-web-w{w}", environ=environ)
         worker = None
         try:
