@@ -71,7 +71,8 @@ class OrientationReader:
         """The detector, recogniser and classifier an ordinary page's check uses, loaded now (the
         small model's full head still loads on first need). A worker calls this before ingest
         forks its page reader: each job's child then shares these models with the worker instead
-        of loading them again, about 0.9 CPU-s and 100 MB counted against the page's budget."""
+        of loading them again: about 430 MB of address space (90 MB resident) counted against the
+        page's memory budget (``RLIMIT_AS``), and 0.04 CPU-s a job (``bench page-budget``)."""
         self._ocr.detection.load_probe()
         self._ocr.load_recognition()
         self._cls  # noqa: B018 - the cached property builds the session
