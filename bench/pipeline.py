@@ -33,7 +33,7 @@ from bench import celery_warm, common, stack
 # --- direct side ---------------------------------------------------------------------------------
 
 
-def _direct_worker(threads: int, warm: bytes, tasks, results, ready, start) -> None:
+def _direct_worker(threads: int, warm: bytes, tasks, results, ready, start, orient: bool = False) -> None:
     os.environ["OCR_ENGINE_THREADS"] = str(threads)
     from apps.jobs.documents import load_image_frame
     from bench.engines import django_settings, production_config
@@ -42,9 +42,18 @@ def _direct_worker(threads: int, warm: bytes, tasks, results, ready, start) -> N
     s = django_settings()
     layout = RapidLayoutEngine(CpuLayoutConfig(threads=threads))
     recognizer = RapidOcrRecognizer(production_config(threads=threads))
+    reader = None
+    if orient:  # the product's ingest checks each scanned page's orientation by reading it
+        from workers.content.orientation import upright
+        from workers.engines.cpu.orientation import OrientationReader
+
+        reader = OrientationReader()
+        reader.load()
 
     def one(data: bytes) -> int:
         image, _dpi = load_image_frame(data, 0, s.OCR_MAX_IMAGE_PIXELS)
+        if reader is not None:
+            image, _found = upright(image, reader)
         boxes = layout.detect([image])[0]
         rec = recognizer.recognize(image, boxes)
         return sum(len(t.text) for t in rec.texts) + sum(len(t.text) for _b, t in rec.extra)
@@ -60,11 +69,11 @@ def _direct_worker(threads: int, warm: bytes, tasks, results, ready, start) -> N
         results.put((index, one(data), time.perf_counter()))
 
 
-def run_direct(pages: list[bytes], workers: int, threads: int) -> dict:
+def run_direct(pages: list[bytes], workers: int, threads: int, orient: bool = False) -> dict:
     ctx = mp.get_context("spawn")  # onnxruntime thread pools do not survive fork
     tasks, results, ready, start = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [
-        ctx.Process(target=_direct_worker, args=(threads, pages[0], tasks, results, ready, start), daemon=True)
+        ctx.Process(target=_direct_worker, args=(threads, pages[0], tasks, results, ready, start, orient), daemon=True)
         for _ in range(workers)
     ]
     for p in procs:
@@ -172,6 +181,11 @@ def run(argv: list[str]) -> list[dict]:
     parser = argparse.ArgumentParser(prog="bench pipeline")
     parser.add_argument("--workers", default="1,2", help="comma-separated W values")
     parser.add_argument("--rounds", type=int, default=3, help="runs per side and W (alternating)")
+    parser.add_argument(
+        "--direct-orientation",
+        action="store_true",
+        help="the direct loop checks each page's orientation by reading too, as ingest does: the ratio is then plumbing only",
+    )
     parser.add_argument("--copies", type=int, default=4, help="how many times the 6 pages are sent (4: 24 pages a run)")
     args = parser.parse_args(argv)
 
@@ -214,7 +228,7 @@ def run(argv: list[str]) -> list[dict]:
                     order = ("direct", "pipeline") if r % 2 == 0 else ("pipeline", "direct")
                     for side in order:
                         if side == "direct":
-                            direct_runs.append(run_direct(pages, w, threads))
+                            direct_runs.append(run_direct(pages, w, threads, args.direct_orientation))
                         else:
                             pipe_runs.append(run_pipeline(client, pages))
                         loads.append(common.loadavg())
@@ -269,6 +283,9 @@ def run(argv: list[str]) -> list[dict]:
         "pages": f"{len(pages)} PNG pages a run (multi_page.pdf ×5 + scanned_ocr_test.pdf, {s.OCR_DPI} dpi, "
         f"×{args.copies}), one job each",
         "rounds": f"{args.rounds} per side and W, alternating (direct first in odd rounds, pipeline first in even)",
+        "direct loop": "load, orientation check by reading, layout, recognition"
+        if args.direct_orientation
+        else "load, layout, recognition (no orientation check: the pipeline's ingest does one)",
         "warm-up check": "; ".join(warm_notes),
     }
     md = common.header("pipeline — its overhead (REST + Celery + Redis vs direct engine loop)", info, extra)
