@@ -353,7 +353,7 @@ class RapidOcrRecognizer:
         if not self.config.script_check or not script_check.needs_check(scores):
             read = self._reread_unsure(crops, read)
             script = script_check.script_of(read)
-            if self._misread(read, script):
+            if self._judges_reading(script) and self._misread(_confident_text(read)):
                 # Sure of words no Latin-script language writes: a script no recogniser here
                 # knows, read as Latin lookalikes. Only the lines that read as words stay.
                 read = [(t, s) if not script_check.looks_misread(t, min_words=1) else ("", 0.0) for t, s in read]
@@ -389,19 +389,20 @@ class RapidOcrRecognizer:
             return read, check.script, check.flags
         return read, check.script, (*check.flags, *self._language_flags(read, check.script))
 
-    def _misread(self, read: list[tuple[str, float]], script: str) -> bool:
-        """A Latin page read with confidence whose words no Latin-script language writes
-        (``script.looks_misread``) and whose language no identifier recognises (``language.identify``)."""
-        if not self.config.script_check or script != script_check.SCRIPT_LATIN:
-            return False
-        text = " ".join(t for t, score in read if score >= script_check.UNSURE_BELOW)
-        share, words = script_check.misread_share(text)
-        log.debug("script check: %.3f of %d words odd-shaped", share, words)
+    def _judges_reading(self, script: str) -> bool:
+        """Whether a page's confident reading is judged (``_misread``, ``_language_flags``): Latin
+        pages, with the script check on."""
+        return self.config.script_check and script == script_check.SCRIPT_LATIN
+
+    def _misread(self, text: str) -> bool:
+        """A confident reading whose words no Latin-script language writes (``script.looks_misread``)
+        and whose language the identifier is not sure of (``language.identify``)."""
         if not script_check.looks_misread(text):
             return False
         language, sure = language_check.identify(text)
         if sure:
             return False
+        share, words = script_check.misread_share(text)
         log.info(
             "script check: %.0f%% of %d words odd-shaped, language %s unsure: script:unsupported",
             100 * share,
@@ -414,9 +415,9 @@ class RapidOcrRecognizer:
         """``language:unsupported`` when a Latin page's confident reading is in a language whose
         letters the recognisers that read it (the recogniser and its re-reader) cannot write
         (``language.check``; the identifier loads on the first page with enough text)."""
-        if not self.config.script_check or script != script_check.SCRIPT_LATIN:
+        if not self._judges_reading(script):
             return ()
-        text = " ".join(t for t, score in read if score >= script_check.UNSURE_BELOW)
+        text = _confident_text(read)
         if not language_check.needs_check(text):
             return ()
         if self._charset is None:
@@ -567,3 +568,8 @@ def _openvino_params(threads: int, rec_path: str) -> dict:
         "Rec.model_path": rec_path,
         "EngineConfig.openvino.inference_num_threads": threads,
     }
+
+
+def _confident_text(read: list[tuple[str, float]]) -> str:
+    """The lines of a page read with confidence (``script.UNSURE_BELOW``), as one text."""
+    return " ".join(t for t, score in read if score >= script_check.UNSURE_BELOW)
