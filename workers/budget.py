@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import pickle
 import resource
@@ -46,9 +47,11 @@ from apps.jobs.documents import (
     render_pdf_page,
 )
 from ocrsite.memory import release_freed_memory
-from ocrsite.vocabulary import ErrorCode
+from ocrsite.vocabulary import ErrorCode, PageFlag
 from workers.content import orientation
 from workers.engines import textlayer
+
+log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("!Q")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -169,7 +172,21 @@ def upright_page(image, reader: orientation.LineReader | None) -> tuple[Any, ori
     """A scanned page turned upright when its reading confirms the turn (``workers.content.orientation``)."""
     if reader is None:
         return image, orientation.Orientation(0)
-    found = orientation.upright(image, reader)
+    try:
+        found = orientation.upright(image, reader)
+    except Exception:
+        # The check is ours, not the document's: the page decoded within its budget, and a model
+        # that fails on it (CI once saw an onnxruntime error here that no machine of ours repeats)
+        # must not fail the document as input:corrupt. It stays as rendered, flagged, and the
+        # worker's log says why, with what the child had mapped against its cap.
+        log.warning(
+            "orientation check failed; page left as rendered, flagged %s (mapped %d MB of a %d MB cap)",
+            PageFlag.ORIENTATION_UNSURE,
+            _mapped_bytes() >> 20,
+            resource.getrlimit(resource.RLIMIT_AS)[0] >> 20,
+            exc_info=True,
+        )
+        found = (image, orientation.Orientation(0, unsure=True))
     # The check's crops and tensors are freed but glibc keeps them: ~30 MB a check, handed back.
     release_freed_memory()
     return found
@@ -239,6 +256,7 @@ def _in_child(work: Callable[[Callable[[Any], None]], None], budget: PageBudget)
     The child announces each page (``("page", index)``) before reading it, so when it dies the
     parent knows which page killed it.
     """
+    _libraries_loaded()
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
@@ -336,6 +354,19 @@ class _Reader:
         os.close(self.fd)
 
 
+def _libraries_loaded() -> None:
+    """The libraries a page reader uses, imported in the worker before it forks, so that each
+    child shares them and its budget pays for the page alone. Importing PyMuPDF maps about 340 MB
+    of address space (it brings pymupdf4llm along): a child that imported it itself had ~40 MB of
+    a 384 MB budget left, and CI failed a bystander's one-line scan there, its orientation check
+    out of memory, as ``input:corrupt`` (an import that fails for want of memory reads as "No
+    module named 'mupdf'"). Pillow's format plugins load on the first open: loaded here too."""
+    import pymupdf  # noqa: F401 - the import is the point
+    from PIL import Image
+
+    Image.init()
+
+
 def _limit_child(budget: PageBudget) -> None:
     # The default action of SIGPROF ends the process: no handler can be postponed by C code.
     signal.signal(signal.SIGPROF, signal.SIG_DFL)
@@ -344,10 +375,19 @@ def _limit_child(budget: PageBudget) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     # The child starts as a copy of the worker (interpreter, engines, libraries): its budget is
     # on top of what it already maps.
-    mapped = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    cap = mapped + budget.memory_bytes
+    cap = _mapped_bytes() + budget.memory_bytes
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+# How C++ libraries word an allocation failure: MuPDF ("malloc (n bytes) failed"), onnxruntime and
+# OpenCV (std::bad_alloc, "bad allocation", "Failed to allocate memory").
+_OUT_OF_MEMORY = ("memory", "alloc (", "bad_alloc", "bad allocation")
+
+
+def _mapped_bytes() -> int:
+    """This process's address space (what ``RLIMIT_AS`` counts)."""
+    return int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _out_of_memory(exc: BaseException | None) -> bool:
@@ -356,7 +396,7 @@ def _out_of_memory(exc: BaseException | None) -> bool:
     seen = 0
     while exc is not None and seen < 8:
         text = f"{type(exc).__name__} {exc}".lower()
-        if isinstance(exc, MemoryError) or "memory" in text or "alloc (" in text:
+        if isinstance(exc, MemoryError) or any(sign in text for sign in _OUT_OF_MEMORY):
             return True
         exc = exc.__cause__ or exc.__context__
         seen += 1

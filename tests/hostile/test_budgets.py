@@ -92,6 +92,56 @@ def test_ordinary_pages_come_back_as_extracted_in_process():
         assert [b.bbox for b, _ in page.read.regions] == [b.bbox for b, _ in here]
 
 
+_FRESH_WORKER = """
+import sys
+from workers import budget
+from workers.engines import textlayer
+from workers.engines.cpu.orientation import OrientationReader
+from tests.support.documents import dev_file
+
+reader = OrientationReader()
+if sys.argv[1] == "loaded":
+    reader.load()  # as ingest has it before the fork (workers.ingest._orientation_reader)
+assert "pymupdf" not in sys.modules, "the test needs a worker that has not read a PDF yet"
+request = budget.PageRequest(
+    dpi=200, max_pixels=60_000_000, min_chars=32, force_ocr=False,
+    text_layer=textlayer.TextLayerConfig(), reader=reader,
+)
+data = dev_file("scanned_ocr_test.pdf").read_bytes()
+(page,) = budget.read_pdf_pages(data, [0], request, budget.PageBudget(memory_bytes=96 << 20))
+print(type(page).__name__, page.flags)
+"""
+
+
+def _fresh_worker(models: str) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH_WORKER, models],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=settings.BASE_DIR,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_page_budget_pays_for_the_page_not_for_the_readers_libraries():
+    """A worker that has read no PDF yet: importing PyMuPDF maps ~340 MB, which a child that
+    imported it itself paid from its budget (CI failed a bystander's scan under 384 MB). The
+    scanned page and its orientation check fit in 96 MB once the worker imports it first."""
+    assert _fresh_worker("loaded") == "ImagePage ()"
+
+
+def test_an_orientation_check_that_cannot_run_leaves_the_page_flagged_not_failed():
+    """The check's models not loaded before the fork, so loading them in the child passes its
+    96 MB (a real failure: the libraries cannot be mapped): the check is ours, not the
+    document's, so the page comes back as rendered with orientation:unsure, not input:corrupt."""
+    assert _fresh_worker("unloaded") == "ImagePage ('orientation:unsure',)"
+
+
 def test_pages_without_text_come_back_as_images():
     data = dev_file("scanned_ocr_test.pdf").read_bytes()
     (page,) = _read(data, budget.PageBudget())[:1]
