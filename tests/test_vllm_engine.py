@@ -245,7 +245,7 @@ def test_cancel_aborts_in_flight_requests_and_server_sees_disconnect():
 
 
 def test_in_flight_never_exceeds_the_bound():
-    with OpenAIServer(lambda body, n: Reply(text="ok", delay_s=0.05)) as server:
+    with OpenAIServer(lambda body, n: Reply(text="ok", delay_s=0.02)) as server:
         rec = recognizer(server, max_in_flight=3)
         boxes = [LayoutBox("text", (0, i * 10, 100, i * 10 + 9)) for i in range(30)]
         threads = [threading.Thread(target=rec.recognize, args=(PAGE, boxes)) for _ in range(3)]
