@@ -31,8 +31,13 @@ TEST_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:543
 	CELERY_BROKER_URL=$${TEST_BROKER_URL:-redis://127.0.0.1:6379/15} \
 	OCR_MEDIA_ROOT=$${TEST_MEDIA_ROOT:-$(CURDIR)/var/test-media}
 
+# Test runs keep compiled bytecode (and pytest's assertion-rewritten modules) between runs even
+# where the machine sets PYTHONDONTWRITEBYTECODE (this one does): otherwise every run, and every
+# xdist worker, rewrites and compiles ~370 modules again, ~3.5 CPU-s each (docs/benchmarks.md).
+KEEP_PYC := env -u PYTHONDONTWRITEBYTECODE
+
 test: venv services
-	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(KEEP_PYC) $(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Every test marked `fast` (tests/conftest.py: no database, broker or worker fixture, no django_db,
 # not slow/gpu/vllm/browser), wherever it lives, with no server behind it: SQLite in memory, a
@@ -40,7 +45,7 @@ test: venv services
 # passing on a developer's services.
 FAST_WORKERS ?= 2
 test-fast: venv
-	DATABASE_URL=sqlite://:memory: CELERY_BROKER_URL=redis://127.0.0.1:1/0 \
+	$(KEEP_PYC) DATABASE_URL=sqlite://:memory: CELERY_BROKER_URL=redis://127.0.0.1:1/0 \
 		OCR_MEDIA_ROOT=$(CURDIR)/var/test-fast-media $(BIN)/python -m pytest tests -m fast \
 		-n $(FAST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 

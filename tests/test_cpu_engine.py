@@ -145,6 +145,7 @@ def test_latin_head_reads_the_same_text_as_the_full_head(cache_dir):
     assert [line.bbox for line in latin] == [line.bbox for line in full]
 
 
+@pytest.mark.slow  # a 1400x2000 sheet through the full-size pass: 4-5 s
 def test_two_pass_detection_keeps_the_cheap_pass_for_normal_print_only(cache_dir):
     cfg = profile_config("fast", threads=1, model_cache_dir=str(cache_dir))
     engine = RapidOcrRecognizer(cfg)
@@ -161,6 +162,7 @@ def test_two_pass_detection_keeps_the_cheap_pass_for_normal_print_only(cache_dir
     assert "12 point text" in " ".join(line.text for line in read.lines)
 
 
+@pytest.mark.slow  # four pages, one a 1400x2000 sheet through the full-size pass: 4-5 s
 def test_a_page_holding_a_table_is_detected_at_full_size(cache_dir):
     # Table grids are built from line boxes, and at the probe's size neighbouring cells merge (the
     # arXiv table page fell from TEDS 0.93 to 0.34): a table region on the page skips the probe.

@@ -68,7 +68,7 @@ def test_a_page_past_its_cpu_budget_is_too_complex(poison15):
 
 def test_a_page_past_its_memory_budget_is_too_complex(poison64):
     with pytest.raises(budget.InputError) as failed:
-        _read(poison64, budget.PageBudget(cpu_s=300, memory_bytes=256 << 20))
+        _read(poison64, budget.PageBudget(cpu_s=300, memory_bytes=128 << 20))
     assert failed.value.code == ErrorCode.INPUT_TOO_COMPLEX
     assert "memory" in failed.value.message
 
