@@ -25,8 +25,8 @@ from ocrsite.memory import release_freed_memory
 from ocrsite.vocabulary import CpuModel, CpuRuntime, ErrorCode
 from workers.engines.base import EngineError, LayoutBox, Recognition, TextLine
 from workers.engines.cpu import language as language_check
+from workers.engines.cpu import letters, tiles
 from workers.engines.cpu import script as script_check
-from workers.engines.cpu import tiles
 from workers.engines.cpu.budget import resolve_threads
 from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolved
 from workers.engines.cpu.detection import (
@@ -57,6 +57,10 @@ SIDEWAYS_SHARE_MAX = 0.25
 SIDEWAYS_SURE = 0.95
 # ... and the turned reading kept only when surer by this much (``_read_sideways``).
 SIDEWAYS_MARGIN = 0.05
+
+# The runners-up of each line's readings, by line: (the reading's text, its letters' runners-up)
+# for each pass that read the line (``letters``, ``_in_language``).
+RunnersByLine = dict[int, list[tuple[str, tuple["letters.Runners", ...]]]]
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ class RapidOcrRecognizer:
         # never contend for it; a thread pool (-P threads) would.
         self._lock = threading.Lock()
         self._full_head_built = None
-        self._charset: frozenset[str] | None = None  # what the page's readers can write (_language_flags)
+        self._charset: frozenset[str] | None = None  # what the page's readers can write (_in_language)
 
     @functools.cached_property
     def _rapid(self):
@@ -359,17 +363,20 @@ class RapidOcrRecognizer:
         recogniser reads first; when that reading says the page may not be in its script
         (``script.needs_check``), a sample of the unsure lines is read by the full-head model and
         ``script.judge`` decides: a CJK page is read again whole by the full-head model; a page
-        that no recogniser here reads keeps only its confident lines and is flagged."""
-        read = self._read_crops(crops)
+        that no recogniser here reads keeps only its confident lines and is flagged. A Latin
+        page's letters are then those its language writes (``_in_language``)."""
+        runners: RunnersByLine = {}
+        read = self._read_crops(crops, runners=runners)
         scores = [score for _text, score in read]
         if not self.config.script_check or not script_check.needs_check(scores):
-            read = self._reread_unsure(crops, read)
+            read = self._reread_unsure(crops, read, runners=runners)
             script = script_check.script_of(read)
             if self._judges_reading(script) and self._misread(_confident_text(read)):
                 # Sure of words no Latin-script language writes: a script no recogniser here
                 # knows, read as Latin lookalikes. Only the lines that read as words stay.
                 return _readable_only(read), script_check.SCRIPT_UNSUPPORTED, (script_check.FLAG_SCRIPT_UNSUPPORTED,)
-            return read, script, self._language_flags(read, script)
+            read, flags = self._in_language(read, script, runners)
+            return read, script, flags
         widths = [crop.shape[1] / max(1, crop.shape[0]) for crop in crops]
         picked = script_check.sample(scores, widths)
         full = self._full_head_recognizer()
@@ -398,8 +405,9 @@ class RapidOcrRecognizer:
                 if reading[1] > read[i][1]:
                     read[i] = reading
             return _readable_only(read), check.script, check.flags
-        read = self._reread_unsure(crops, read, dict(zip(picked, again, strict=True)))
-        return read, check.script, (*check.flags, *self._language_flags(read, check.script))
+        read = self._reread_unsure(crops, read, dict(zip(picked, again, strict=True)), runners=runners)
+        read, flags = self._in_language(read, check.script, runners)
+        return read, check.script, (*check.flags, *flags)
 
     def _read_sideways(
         self, crops: list[np.ndarray], read: list[tuple[str, float]], script: str, tall: Sequence[bool]
@@ -425,7 +433,7 @@ class RapidOcrRecognizer:
         return out
 
     def _judges_reading(self, script: str) -> bool:
-        """Whether a page's confident reading is judged (``_misread``, ``_language_flags``): Latin
+        """Whether a page's confident reading is judged (``_misread``, ``_in_language``): Latin
         pages, with the script check on."""
         return self.config.script_check and script == script_check.SCRIPT_LATIN
 
@@ -446,15 +454,19 @@ class RapidOcrRecognizer:
         )
         return True
 
-    def _language_flags(self, read: list[tuple[str, float]], script: str) -> tuple[str, ...]:
-        """``language:unsupported`` when a Latin page's confident reading is in a language whose
-        letters the recognisers that read it (the recogniser and its re-reader) cannot write
-        (``language.check``; the identifier loads on the first page with enough text)."""
+    def _in_language(
+        self, read: list[tuple[str, float]], script: str, runners: RunnersByLine
+    ) -> tuple[list[tuple[str, float]], tuple[str, ...]]:
+        """A Latin page's reading with its letters as its language writes them (``letters``: the
+        recogniser's runners-up decide, where the language is identified with confidence), and
+        ``language:unsupported`` when that language needs letters the recognisers that read it
+        (the recogniser and its re-reader) cannot write (``language.check``; the identifier loads
+        on the first page with enough text)."""
         if not self._judges_reading(script):
-            return ()
+            return read, ()
         text = _confident_text(read)
         if not language_check.needs_check(text):
-            return ()
+            return read, ()
         if self._charset is None:
             readers = [r for r in (self._recognition, self._rereader) if r is not None]
             self._charset = language_check.charset_of(r.postprocess_op.character for r in readers)
@@ -466,7 +478,10 @@ class RapidOcrRecognizer:
                 found.missing,
                 100 * found.missing_share,
             )
-        return found.flags
+        written = letters.language_letters(found.language) if found.sure else None
+        if written is not None and runners:
+            read = [_as_written(reading, runners.get(i, ()), written) for i, reading in enumerate(read)]
+        return read, found.flags
 
     def _full_head_recognizer(self):
         """The small model with its full classifier (Han, kana, Latin): the recogniser or the
@@ -516,6 +531,7 @@ class RapidOcrRecognizer:
         crops: list[np.ndarray],
         read: list[tuple[str, float]],
         sampled: dict[int, tuple[str, float]] | None = None,
+        runners: RunnersByLine | None = None,
     ) -> list[tuple[str, float]]:
         """``read`` with each line under ``reread_below`` confidence read again by the re-reader,
         keeping whichever reading is the more confident. ``sampled``: the full head's readings of
@@ -527,7 +543,13 @@ class RapidOcrRecognizer:
         unsure = [i for i, (_text, score) in enumerate(read) if score < self.config.reread_below]
         known = sampled if self._rereader is self._full_head else {}
         todo = [i for i in unsure if i not in known]
-        again = dict(zip(todo, self._read_crops([crops[i] for i in todo], self._rereader, width_step=0), strict=True))
+        again = dict(
+            zip(
+                todo,
+                self._read_crops([crops[i] for i in todo], self._rereader, width_step=0, runners=runners, index=todo),
+                strict=True,
+            )
+        )
         out = list(read)
         for i, (text, score) in [*again.items(), *sampled.items()]:
             if score > out[i][1]:
@@ -545,7 +567,14 @@ class RapidOcrRecognizer:
                         out[i] = (text, score)
         return out
 
-    def _read_crops(self, crops: list[np.ndarray], rec=None, width_step: int | None = None) -> list[tuple[str, float]]:
+    def _read_crops(
+        self,
+        crops: list[np.ndarray],
+        rec=None,
+        width_step: int | None = None,
+        runners: RunnersByLine | None = None,
+        index: Sequence[int] | None = None,
+    ) -> list[tuple[str, float]]:
         """(text, confidence) of each line crop. Crops are read in batches of similar width (sorted
         by aspect ratio, as rapidocr does), each scaled to the model's height and padded to the
         batch's widest. On OpenVINO, which keeps state for every input shape it has seen (memory
@@ -571,8 +600,12 @@ class RapidOcrRecognizer:
             texts, _words = rec.postprocess_op(
                 preds, False, wh_ratio_list=[ratios[i] for i in members], max_wh_ratio=widest
             )
-            for i, text in zip(members, texts, strict=True):
+            for i, text, row in zip(members, texts, preds, strict=True):
                 out[i] = (text[0], float(text[1]))
+                if runners is not None:  # each reading's runners-up, for letters.as_written
+                    found = letters.runners_up(row, rec.postprocess_op.character)
+                    if found:
+                        runners.setdefault(index[i] if index is not None else int(i), []).append((text[0], found))
         return out
 
     def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox], *, cancelled=None) -> Recognition:
@@ -614,6 +647,20 @@ def _tall(quads: np.ndarray) -> list[bool]:
     width = np.maximum(np.linalg.norm(q[:, 0] - q[:, 1], axis=1), np.linalg.norm(q[:, 2] - q[:, 3], axis=1))
     height = np.maximum(np.linalg.norm(q[:, 0] - q[:, 3], axis=1), np.linalg.norm(q[:, 1] - q[:, 2], axis=1))
     return [bool(h >= 1.5 * max(w, 1.0)) for w, h in zip(width.astype(int), height.astype(int), strict=True)]
+
+
+def _as_written(
+    reading: tuple[str, float],
+    runners: Sequence[tuple[str, tuple[letters.Runners, ...]]],
+    written: letters.LanguageLetters,
+) -> tuple[str, float]:
+    """One line's reading with its letters as the page's language writes them, from the runners-up
+    of the pass whose reading was kept (``runners``: (text, runners-up) of each pass that read it)."""
+    text, score = reading
+    for read_as, found in runners:
+        if read_as == text:
+            return letters.as_written(text, found, written), score
+    return reading
 
 
 def _confident_text(read: list[tuple[str, float]]) -> str:
