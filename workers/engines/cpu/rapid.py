@@ -1,4 +1,5 @@
-"""What the rapid* libraries need from us: BGR pixels, and their INFO logs kept quiet."""
+"""What the rapid* libraries need from us: BGR pixels, line crops at the contrast their
+recogniser expects, and their INFO logs kept quiet."""
 
 from __future__ import annotations
 
@@ -30,3 +31,25 @@ def as_bgr(image: np.ndarray) -> np.ndarray:
     if image.ndim == 2:
         return np.stack([image] * 3, axis=-1)
     return np.ascontiguousarray(image[:, :, 2::-1])
+
+
+# A line crop whose ink spans less of the grey range than this is faint print (a tired ribbon, a
+# light photocopy, fading thermal paper): the recognisers were trained on dark print, and read
+# it stretched to full contrast (docs/benchmarks.md, "Faint print"). Black print spans ~200-255.
+FAINT_SPAN = 160
+# ... but a crop spanning under this is no print at all (a smudge, an empty box): left as it is.
+FLAT_SPAN = 10
+
+
+def with_contrast(crop: np.ndarray) -> np.ndarray:
+    """``crop`` (a line of print) stretched so its ink is black and its paper white, when the
+    print is faint; otherwise ``crop`` itself."""
+    import cv2
+
+    darkest = crop.min(axis=2) if crop.ndim == 3 else crop  # coloured ink counts as ink
+    low, high = np.percentile(darkest[::2, ::2], (2, 98))
+    span = high - low
+    if span >= FAINT_SPAN or span <= FLAT_SPAN:
+        return crop
+    table = np.clip((np.arange(256, dtype=np.float32) - low) * (255.0 / span), 0, 255).astype(np.uint8)
+    return cv2.LUT(crop, table)

@@ -39,7 +39,7 @@ from workers.engines.cpu.detection import (
 )
 from workers.engines.cpu.lines import assign_lines, table_text
 from workers.engines.cpu.models import ort_session, rec_model, wheel_model
-from workers.engines.cpu.rapid import as_bgr, quiet
+from workers.engines.cpu.rapid import as_bgr, quiet, with_contrast
 from workers.engines.geometry import quad_to_box
 
 log = logging.getLogger("workers.engines.cpu")
@@ -299,7 +299,7 @@ class RapidOcrRecognizer:
                     return self._read_bands(image, scale, budget, tiles.content_box(found, height, width))
                 if not len(detected.quads):
                     return PageLines([], detected.detection_pass)
-                crops = [get_rotate_crop_image(page, quad.copy()) for quad in detected.quads]
+                crops = [with_contrast(get_rotate_crop_image(page, quad.copy())) for quad in detected.quads]
                 del page
                 read, script, flags = self._read_by_script(crops)
                 read = self._read_sideways(crops, read, script, _tall(detected.quads))
@@ -349,7 +349,7 @@ class RapidOcrRecognizer:
             )
             quads = self.detection(pixels, full=True).quads
             keep = tiles.kept(quads, band, scaled_h)
-            crops.extend(get_rotate_crop_image(pixels, quad.copy()) for quad in quads[keep])
+            crops.extend(with_contrast(get_rotate_crop_image(pixels, quad.copy())) for quad in quads[keep])
             tall.extend(_tall(quads[keep]))
             quads_out.extend((quad + np.array([0.0, band.top], np.float32)) / scale + offset for quad in quads[keep])
         if not crops:
