@@ -46,9 +46,12 @@ def with_contrast(crop: np.ndarray) -> np.ndarray:
     print is faint; otherwise ``crop`` itself."""
     import cv2
 
-    darkest = crop.min(axis=2) if crop.ndim == 3 else crop  # coloured ink counts as ink
-    low, high = np.percentile(darkest[::2, ::2], (2, 98))
-    span = high - low
+    sample = crop[::2, ::2]
+    darkest = sample.min(axis=2) if sample.ndim == 3 else sample  # coloured ink counts as ink
+    # The 2nd and 98th percentiles from a histogram: np.percentile sorts, ~0.75 ms a crop.
+    cumulative = np.cumsum(np.bincount(darkest.ravel(), minlength=256))
+    low, high = np.searchsorted(cumulative, (0.02 * cumulative[-1], 0.98 * cumulative[-1]))
+    span = int(high) - int(low)
     if span >= FAINT_SPAN or span <= FLAT_SPAN:
         return crop
     table = np.clip((np.arange(256, dtype=np.float32) - low) * (255.0 / span), 0, 255).astype(np.uint8)
