@@ -14,7 +14,7 @@ identified (``language.identify``, sure) and its alphabet known (``language.alph
   where the runner-up has ``RUNNER_UP_MIN`` of its probability (``i`` → ``ı``, ``t`` → ``ł``);
 - a letter beyond ASCII that the language writes stays as read.
 
-Only the recogniser's runners-up are used (``alternatives``, kept from the pass that read the
+Only the recogniser's runners-up are used (``runners_up``, kept from the pass that read the
 line): nothing is read again, no word list is consulted, and a page whose language is not
 identified with confidence is left as read.
 """
