@@ -295,11 +295,31 @@ def decode_frame(img: Image.Image, frame: int, max_pixels: int) -> tuple[np.ndar
 
 
 def encode_png(image: np.ndarray) -> bytes:
+    """A page image as stored between stages. A grey page (most scans) is stored with one channel:
+    half the bytes, and a third of the time to encode (~22 ms, not ~47, on a 200-dpi page)."""
+    if (
+        image.ndim == 3
+        and np.array_equal(image[..., 0], image[..., 1])
+        and np.array_equal(image[..., 1], image[..., 2])
+    ):
+        image = image[..., 0]
     buf = io.BytesIO()
     Image.fromarray(image).save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
 
 
-def decode_png(data: bytes) -> np.ndarray:
-    with Image.open(io.BytesIO(data)) as img:
-        return np.asarray(img.convert("RGB"))
+def decode_png(data: bytes, max_pixels: int) -> np.ndarray:
+    """A stored page image (``encode_png``) as RGB. OpenCV decodes it in about two thirds of
+    Pillow's time; the size in its header is checked against ``max_pixels`` (what ingest may
+    store) first, so damaged or planted bytes cannot make it allocate more than a page."""
+    import cv2
+
+    if len(data) < 24 or data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        raise ValueError("not a PNG image")
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if width * height > max_pixels:
+        raise ValueError(f"{width}x{height} pixels is more than a stored page holds")
+    bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise ValueError("the PNG data cannot be decoded")
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)

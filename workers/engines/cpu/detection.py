@@ -166,7 +166,8 @@ def ink_share(image: np.ndarray) -> float:
     the darkest channel, in milliseconds on a 200-dpi page."""
     sample = np.asarray(image)[::2, ::2]
     if sample.ndim == 3:
-        sample = sample.min(axis=2)
+        # Channel by channel: ``min(axis=2)`` over a strided view costs ~25 ms on a 200-dpi page.
+        sample = np.minimum(np.minimum(sample[..., 0], sample[..., 1]), sample[..., 2])
     if not sample.size:
         return 0.0
     counts = np.bincount(sample.astype(np.uint8, copy=False).ravel(), minlength=256)
