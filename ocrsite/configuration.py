@@ -112,6 +112,7 @@ HELP = {
     "OCR_PURGE_BATCH": "jobs purged, and upload objects deleted, per run at most",
     "CELERY_BROKER_URL": "Redis broker",
     "CELERY_WORKER_PREFETCH_MULTIPLIER": "messages a worker process reserves ahead",
+    "CELERY_DB_REUSE_MAX": "tasks a worker process runs before its database connections are closed anyway (0: after every task)",
     "OCR_WEBHOOK_MAX_ATTEMPTS": "webhook delivery attempts in all",
     "OCR_WEBHOOK_BACKOFF_S": "webhook retry backoff base (s)",
     "OCR_WEBHOOK_BACKOFF_MAX_S": "webhook retry backoff ceiling (s)",

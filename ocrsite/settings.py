@@ -286,6 +286,12 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("CELERY_WORKER_PREFETCH_MULTIPLIER", 1)
+# Celery's Django fixup closes every database connection before and after each task unless this
+# is set: a new PostgreSQL connection for every task, four for a one-page job (a backend started,
+# authenticated and its catalogue read each time). Tasks keep DATABASE_CONN_MAX_AGE as requests
+# do instead (apps.jobs.apps checks the connections around each task, as Django does around each
+# request); the fixup still closes them every this many tasks.
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 100)
 # A guard, not a budget: a pool process is replaced after its task once its peak resident memory
 # (Celery reads ru_maxrss on Linux) has passed this many MB. Set above the largest page's own peak
 # in a worker (bench memory: a 300-dpi table page detected at full size), so it fires only on
