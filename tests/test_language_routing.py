@@ -31,6 +31,7 @@ def _page(path: str) -> np.ndarray:
         return np.asarray(img.convert("RGB"))
 
 
+@pytest.mark.slow  # a dense page read and its unsure lines re-read: 3-4 s
 def test_the_vietnamese_declaration_is_flagged(fast):
     read = fast.read_page(_page("udhr/udhr_vie.pdf"))
     assert read.script == SCRIPT_LATIN and read.flags == (FLAG_LANGUAGE_UNSUPPORTED,)

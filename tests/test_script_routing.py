@@ -77,6 +77,7 @@ def test_a_japanese_line_on_a_latin_page_is_read_in_its_script(fast):
     assert "quick brown dog" in _text(read)
 
 
+@pytest.mark.slow  # two pages read by the Latin and the full head: 2.5-3 s each
 @pytest.mark.parametrize("name", ["japanese_text.pdf", "chinese-tables.pdf"])
 def test_cjk_pages_are_read_by_the_recogniser_that_has_their_characters(fast, name):
     image, truth = _page(name)
@@ -124,7 +125,8 @@ def test_a_large_sheet_is_read_in_bands_at_the_scale_its_print_needs(fast):
 @pytest.mark.parametrize(
     ("name", "script", "flags"),
     [
-        ("hebtypo.jpg", SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,)),
+        # A dense Hebrew page read by both heads: 2-2.5 s.
+        pytest.param("hebtypo.jpg", SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,), marks=pytest.mark.slow),
         ("devatest.png", SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,)),
         # A faded all-caps thermal receipt: Latin, however unsure some of its lines.
         ("receipt-lidl.jpg", SCRIPT_LATIN, ()),
@@ -140,6 +142,7 @@ def test_real_scans_in_scripts_without_a_recogniser_are_flagged_and_latin_ones_a
         assert all(line.confidence >= 0.8 for line in read.lines)
 
 
+@pytest.mark.slow  # two pages read by both heads: 2.5-3.5 s each
 @pytest.mark.parametrize("name", ["udhr_rus.pdf", "udhr_bul.pdf"])
 def test_cyrillic_pages_are_flagged_though_the_full_head_is_sure_of_their_commas(fast, name):
     """The UDHR in Russian and Bulgarian (the evaluation corpus's pages, bench/corpus/files/udhr):

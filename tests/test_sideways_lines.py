@@ -33,6 +33,7 @@ def _squeezed(text: str) -> str:
     return "".join(text.split())
 
 
+@pytest.mark.slow  # a table page read at four turns: 2-2.5 s
 def test_rotated_table_headers_read_the_way_they_run(fast):
     """camelot's agstat.pdf (bench/corpus): a table whose column headers run bottom to top."""
     with pymupdf.open(CORPUS / "camelot" / "agstat.pdf") as doc:

@@ -66,6 +66,7 @@ def test_a_page_past_its_cpu_budget_is_too_complex(poison15):
     assert "page 1" in failed.value.message and "CPU time" in failed.value.message
 
 
+@pytest.mark.slow  # a child process held to its memory budget: ~3 s
 def test_a_page_past_its_memory_budget_is_too_complex(poison64):
     with pytest.raises(budget.InputError) as failed:
         _read(poison64, budget.PageBudget(cpu_s=300, memory_bytes=128 << 20))
@@ -128,6 +129,7 @@ def _fresh_worker(models: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # two child processes measured: ~2 s
 def test_a_page_budget_pays_for_the_page_not_for_the_readers_libraries():
     """A worker that has read no PDF yet: importing PyMuPDF maps ~340 MB, which a child that
     imported it itself paid from its budget (CI failed a bystander's scan under 384 MB). The

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pymupdf
+import pytest
 from PIL import Image, ImageDraw
 
 from workers import budget
@@ -60,6 +61,7 @@ def _child_peak_mib(pdf: Path, pages: int) -> float:
     return peak
 
 
+@pytest.mark.slow  # a scanned PDF read page by page in a child, its peak sampled: ~2 s
 def test_reading_a_scanned_pdf_does_not_grow_with_its_pages(tmp_path):
     pdf = _scanned_pdf(tmp_path / "scan.pdf", 16)
     few = _child_peak_mib(pdf, 2)
