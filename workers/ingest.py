@@ -201,17 +201,7 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
             if isinstance(found, budget.TextPage):
                 _finish_text_page(job, found, dpi)
                 continue
-            page = _store_page(
-                job,
-                found.index,
-                found.png,
-                found.dpi,
-                found.width,
-                found.height,
-                found.size_pt,
-                found.rotation,
-                found.flags,
-            )
+            page = _store_page(job, found)
             waiting.append(page.pk)
             send_on(page.pk)
     else:
@@ -231,17 +221,7 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
         )
         for found in frames:
             created += 1
-            page = _store_page(
-                job,
-                found.index,
-                found.png,
-                found.dpi,
-                found.width,
-                found.height,
-                found.size_pt,
-                found.rotation,
-                found.flags,
-            )
+            page = _store_page(job, found)
             waiting.append(page.pk)
             send_on(page.pk)
             still.check()
@@ -291,35 +271,26 @@ def page_budget() -> budget.PageBudget:
     )
 
 
-def _store_page(
-    job: Job,
-    index: int,
-    png: bytes,
-    dpi: int,
-    width: int,
-    height: int,
-    size_pt,
-    rotation: int = 0,
-    flags: tuple[str, ...] = (),
-) -> Page:
-    name = services.save_bytes(f"pages/{job.pk}/{index:05d}.png", png)
+def _store_page(job: Job, found: budget.ImagePage) -> Page:
+    """The rendered page's image stored and its row queued for layout."""
+    name = services.save_bytes(f"pages/{job.pk}/{found.index:05d}.png", found.png)
     page, _ = Page.objects.update_or_create(
         job=job,
-        index=index,
+        index=found.index,
         defaults={
             "image": name,
             "source": Page.Source.OCR,
             "status": Page.Status.QUEUED,
-            "width": width,
-            "height": height,
-            "dpi": dpi,
-            "width_pt": size_pt[0],
-            "height_pt": size_pt[1],
-            "rotation": rotation,
-            "flags": list(flags),
+            "width": found.width,
+            "height": found.height,
+            "dpi": found.dpi,
+            "width_pt": found.size_pt[0],
+            "height_pt": found.size_pt[1],
+            "rotation": found.rotation,
+            "flags": list(found.flags),
         },
     )
-    services.flag_job(job.pk, flags)
+    services.flag_job(job.pk, found.flags)
     return page
 
 
