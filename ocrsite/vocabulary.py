@@ -12,7 +12,8 @@ from enum import StrEnum
 
 
 class Queue(StrEnum):
-    """Celery queues, one per hardware tier; KEDA scales each tier on its Redis list."""
+    """Celery queues, one per hardware tier (a worker Deployment each, scaled by KEDA on what
+    PostgreSQL says waits for or is held by the tier)."""
 
     CPU = "cpu"  # ingest, assembly, sweep: cheap CPU pods
     LAYOUT = "layout"  # batched layout detection: the T4 tier

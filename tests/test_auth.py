@@ -259,6 +259,16 @@ def test_tenants_see_only_their_own_jobs_on_every_endpoint(settled, oidc, api, u
         resp = other.post("/api/v1/batches", {"prefix": BATCH_PREFIX}, format="json")
         assert resp.status_code == 403 and resp.json()["error"]["code"] == "batch:prefix-not-allowed"
 
+    # Every endpoint in ENDPOINTS, those added after this test included (the endpoint recipe's
+    # last step): called by another tenant, an id of A's is not found, and no answer names one.
+    for label, method, template, body, _ in ENDPOINTS:
+        for other in (b_jwt, api):
+            resp = _call(other, method, template.format(**ids), body)
+            answer = resp.content.decode(errors="replace")
+            assert not [i for i in ids.values() if i in answer], (label, resp.status_code, answer[:300])
+            if any(f"{{{name}}}" in template for name in ids):
+                assert resp.status_code == 404, (label, resp.status_code, answer[:300])
+
     assert Job.objects.get(pk=ids["active"]).status != Job.Status.CANCELLED  # B's cancel did nothing
     assert Batch.objects.get(pk=ids["batch_active"]).status == Batch.Status.RUNNING
     for client in (a_key, a_jwt):

@@ -7,6 +7,7 @@ workers is tests/test_retry.py."""
 from __future__ import annotations
 
 import io
+import threading
 
 import pymupdf
 import pytest
@@ -14,11 +15,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.db import connection
 from django.urls import reverse
 from PIL import Image
 
 from apps.jobs import services
-from apps.jobs.models import Job, Page, Region
+from apps.jobs.admin import ACTIONS
+from apps.jobs.models import Job, Page, Region, StageEvent
 from tests.hostile.corpus import pdf_image_bomb
 from tests.support.console import client_for, make_operator, stored_job
 
@@ -195,3 +198,36 @@ def test_changelist_filters_search_and_dashboard():
     assert 'id="ocr-dashboard"' in index and 'id="ocr-queues"' in index
     assert "engine:boom" in index  # failures in the last hour by error code
     assert 'id="ocr-flower"' in index
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("name", sorted(ACTIONS))
+def test_every_action_wins_once_and_is_on_the_timeline_with_its_actor(name):
+    """The admin-action recipe's service step, checked for every ``JobAction`` in ``ACTIONS``
+    (one added later included): two operators act on one job at once and one wins (a row lock
+    or a conditional UPDATE), the win is on the job's timeline with that operator's name, and
+    acting again on what it left changes nothing."""
+    action = ACTIONS[name]
+    job = stored_job(status=action.statuses[0], error_code="engine:x")
+    job.pages.filter(index=0).update(status=Page.Status.FAILED)
+    barrier = threading.Barrier(2)
+    won: dict[str, bool] = {}
+
+    def act(actor: str) -> None:
+        try:
+            barrier.wait(timeout=10)
+            won[actor] = action.service(job.pk, actor=actor)
+        finally:
+            connection.close()  # this thread's own connection
+
+    threads = [threading.Thread(target=act, args=(f"operator-{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(won.values()) == [False, True], won
+    [winner] = [actor for actor, ok in won.items() if ok]
+    events = list(StageEvent.objects.filter(job_id=job.pk, stage=name).values_list("actor", flat=True))
+    assert events == [winner]
+    assert action.service(job.pk, actor="late") is False
+    assert StageEvent.objects.filter(job_id=job.pk, stage=name).count() == 1

@@ -3,6 +3,8 @@ reads is listed with its type, default and a line of help, and the page is not s
 
 from __future__ import annotations
 
+import ast
+
 from ocrsite.configuration import ELSEWHERE, HELP, render, variables
 from ocrsite.vocabulary import Queue
 from tests.support.documents import ROOT
@@ -29,3 +31,15 @@ def test_a_new_setting_is_found_with_its_type_default_and_choices():
 def test_variables_read_elsewhere_are_read_where_the_page_says():
     for name, (where, _) in ELSEWHERE.items():
         assert name in (ROOT / where).read_text(), f"{name} is not read in {where}"
+
+
+def test_the_settings_module_reads_the_environment_only_through_the_typed_helpers():
+    """A setting read with ``os.environ`` or ``os.getenv`` has no type, default or help the page
+    can show: the setting recipe's first step is a helper of ``ocrsite/env.py``."""
+    tree = ast.parse((ROOT / "ocrsite" / "settings.py").read_text())
+    raw = [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb")
+    ]
+    assert raw == [], "read these through ocrsite/env.py's helpers"

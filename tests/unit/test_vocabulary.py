@@ -66,6 +66,9 @@ def test_celery_registers_exactly_the_named_tasks_on_their_routes():
     assert ours == {t.value for t in TaskName}
     assert {t.value: {"queue": q.value} for t, q in ROUTES.items()} == settings.CELERY_TASK_ROUTES
     assert set(ROUTES) == set(TaskName)
+    # A queue no task is routed to would be a worker tier that never has work: the queue recipe's
+    # routes step. (The bulk lane also carries the pipeline's stages, sent there per job.)
+    assert set(ROUTES.values()) == set(Queue), "queues with no task routed to them"
     # Each task lives in one of the stage modules the app imports.
     assert {app.tasks[t.value].__module__ for t in TaskName} <= set(TASK_MODULES)
 
