@@ -67,7 +67,7 @@ HELP = {
     "OCR_DET_MAX_SIDE": "a page is scaled to fit this longest side before OCR",
     "OCR_DET_LIMIT_SIDE": "text detection input size in pixels (see OCR_DET_LIMIT_TYPE)",
     "OCR_DET_LIMIT_TYPE": "min: the short side grown to OCR_DET_LIMIT_SIDE; max: the long side capped at it",
-    "OCR_CPU_PROFILE": "fast: a Latin-cut tiny recogniser, cheaper detection, CJK pages found by reading and read by the full-head model; accurate: the full-head small models on every page",
+    "OCR_CPU_PROFILE": "fast: a Latin-cut tiny recogniser, cheaper detection, CJK pages found by reading and read by the full-head model; accurate: the small models, Latin head first and the full head for pages in other scripts",
     "OCR_CPU_PROBE_MODEL": "PP-OCRv6 model of the 960-px detection probe, small or tiny (empty: the profile's; fast: tiny)",
     "OCR_CPU_REC_MODEL": "PP-OCRv6 recognition model, small or tiny (empty: the profile's; fast: tiny)",
     "OCR_CPU_REREAD_BELOW": "lines read under this confidence are read again by the small model, the surer reading kept (-1: the profile's, fast 0.95; 0: never)",

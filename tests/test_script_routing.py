@@ -87,6 +87,17 @@ def test_cjk_pages_are_read_by_the_recogniser_that_has_their_characters(fast, na
     assert (read.script, read.flags) == (SCRIPT_CJK, ())
 
 
+@pytest.mark.slow  # the small models over a CJK page, twice: ~5 s
+def test_the_accurate_profile_reads_a_cjk_page_through_its_script_check(tmp_path):
+    """accurate reads with the small model's Latin head first, like fast: a Japanese page must
+    still come back in its script (1.000 character F1 with the full head alone)."""
+    accurate = RapidOcrRecognizer(profile_config("accurate", threads=1, model_cache_dir=str(tmp_path)))
+    image, truth = _page("japanese_text.pdf")
+    read = accurate.read_page(image)
+    assert char_scores(_text(read), truth).f1 >= 0.98
+    assert (read.script, read.flags) == (SCRIPT_CJK, ())
+
+
 def test_a_korean_page_is_flagged_not_passed_off_as_symbols(fast):
     image, _truth = _page("korean_text.pdf")
     read = fast.read_page(image)

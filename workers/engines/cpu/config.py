@@ -117,8 +117,8 @@ class CpuRecognizerConfig:
 # the Latin head, two-pass detection (tiny at 960 px, small at full size), batches of 4 line crops (crops are sorted by
 # width, so small batches pad less: less recognition CPU than 16 at the same word F1, and a lower
 # peak memory) padded to 96 px rather than 320 (short crops: table cells, numbers), recognised on
-# onnxruntime; "accurate" is the small models reading every script, probing at 960 px with the
-# small detector, on onnxruntime. bench cpu-engine measures both. fast recognises on onnxruntime even where OpenVINO
+# onnxruntime; "accurate" is the small models (Latin head first, the full head for a page or line
+# in another script), probing at 960 px with the small detector, on onnxruntime. bench cpu-engine measures both. fast recognises on onnxruntime even where OpenVINO
 # would be cheaper: with the tiny model OpenVINO's padded widths dropped words onnxruntime and
 # Tesseract read, and it held more memory. OCR_CPU_RUNTIME=auto or openvino still chooses it.
 # (Every figure behind these choices: docs/benchmarks.md, "Figures behind the CPU engine's defaults".)
@@ -142,7 +142,10 @@ CPU_PROFILES: dict[CpuProfile, dict] = {
         "det_probe_model": CpuModel.SMALL,
         "rec_model": CpuModel.SMALL,
         "det_probe_box_thresh": 0.5,
-        "rec_head": "full",
+        # The Latin head, as in fast: a page whose lines read unsure is checked for its script and
+        # read by the full head (CJK) or flagged, so every script the model knows is still read.
+        # Real pages 0.84x the full head's CPU at the same word F1 but one CJK line (bench report).
+        "rec_head": "latin",
         # The small detector probes at 960 px as well (full size for small print and tables), and
         # crops are padded to 96 px in batches of 4, as in fast: on the dev pages half the CPU at
         # the same word F1 (1.000 on every page; the tiny detector as probe lost a word).
