@@ -56,7 +56,9 @@ def test_profiles_select_their_engine_config():
         "small",
         "latin",
     ), "accurate reads with the small models, the Latin head first"
-    assert accurate.script_check, "accurate reads every script the small model knows: the check sends other pages to the full head"
+    assert accurate.script_check, (
+        "accurate reads every script the small model knows: the check sends other pages to the full head"
+    )
     # An explicitly configured knob beats the profile's value.
     assert profile_config("fast", rec_batch=16).rec_batch == 16
     with pytest.raises(ValueError, match="unknown CPU engine profile"):
