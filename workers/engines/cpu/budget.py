@@ -26,7 +26,10 @@ def auto_runtime(cpu_flags: frozenset[str] | None = None) -> CpuRuntime:
 
     OpenVINO runs the recognition model markedly cheaper than onnxruntime where it can use AVX-512
     and about the same on AVX2 only, and it holds more memory, so it is chosen only where it pays
-    (the bench report has the figures per CPU). Flags come from /proc/cpuinfo; elsewhere (macOS,
+    (the bench report has the figures per CPU). Most of that saving is precision: on a CPU with
+    bfloat16 (avx512_bf16, AMX) OpenVINO infers in bf16 by default, which moves the readings a
+    little; at f32 it cost what onnxruntime does (docs/benchmarks.md, "accurate with the Latin
+    head"). Neither profile asks for it: ``auto`` is an explicit choice. Flags come from /proc/cpuinfo; elsewhere (macOS,
     Windows, ARM) onnxruntime, the smaller footprint.
     """
     flags = cpu_flags if cpu_flags is not None else this_cpu_flags()
