@@ -132,10 +132,17 @@ def run(docs: int, kills: int, redis_restart: bool, seed: int, timeout_s: float,
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
-                body = http.get(f"{base}/api/v1/batches/{batch_id}", timeout=30).json()
+                resp = http.get(f"{base}/api/v1/batches/{batch_id}", timeout=30)
+                answer = resp.json()
             except (requests.RequestException, ValueError):
-                time.sleep(2)  # the web answers 503 while Redis is down
+                time.sleep(2)
                 continue
+            if resp.status_code != 200:
+                # 503 busy:unavailable while Redis is down or just back: the batch's state is
+                # unknown, not ended (a 20,000-document run stopped here at the Redis restart).
+                time.sleep(2)
+                continue
+            body = answer
             if body.get("status") != "running":
                 break
             time.sleep(2)
