@@ -133,16 +133,13 @@ def run(docs: int, kills: int, redis_restart: bool, seed: int, timeout_s: float,
         while time.monotonic() < deadline:
             try:
                 resp = http.get(f"{base}/api/v1/batches/{batch_id}", timeout=30)
-                answer = resp.json()
+                # A 503 (busy:unavailable while Redis is down or just back) says the batch's state
+                # is unknown, not that it ended: a 20,000-document run stopped polling there.
+                resp.raise_for_status()
+                body = resp.json()
             except (requests.RequestException, ValueError):
                 time.sleep(2)
                 continue
-            if resp.status_code != 200:
-                # 503 busy:unavailable while Redis is down or just back: the batch's state is
-                # unknown, not ended (a 20,000-document run stopped here at the Redis restart).
-                time.sleep(2)
-                continue
-            body = answer
             if body.get("status") != "running":
                 break
             time.sleep(2)

@@ -29,8 +29,10 @@ def auto_runtime(cpu_flags: frozenset[str] | None = None) -> CpuRuntime:
     (the bench report has the figures per CPU). Most of that saving is precision: on a CPU with
     bfloat16 (avx512_bf16, AMX) OpenVINO infers in bf16 by default, which moves the readings a
     little; at f32 it cost what onnxruntime does (docs/benchmarks.md, "accurate with the Latin
-    head"). Neither profile asks for it: ``auto`` is an explicit choice. Flags come from /proc/cpuinfo; elsewhere (macOS,
-    Windows, ARM) onnxruntime, the smaller footprint.
+    head"). Neither profile asks for it: ``auto`` is an explicit choice.
+
+    Flags come from /proc/cpuinfo; elsewhere (macOS, Windows, ARM) onnxruntime, the smaller
+    footprint.
     """
     flags = cpu_flags if cpu_flags is not None else this_cpu_flags()
     return CpuRuntime.OPENVINO if "avx512f" in flags else CpuRuntime.ONNXRUNTIME

@@ -118,7 +118,8 @@ class CpuRecognizerConfig:
 # width, so small batches pad less: less recognition CPU than 16 at the same word F1, and a lower
 # peak memory) padded to 96 px rather than 320 (short crops: table cells, numbers), recognised on
 # onnxruntime; "accurate" is the small models (Latin head first, the full head for a page or line
-# in another script), probing at 960 px with the small detector, on onnxruntime. bench cpu-engine measures both. fast recognises on onnxruntime even where OpenVINO
+# in another script), probing at 960 px with the small detector, on onnxruntime. bench cpu-engine
+# measures both. fast recognises on onnxruntime even where OpenVINO
 # would be cheaper: with the tiny model OpenVINO's padded widths dropped words onnxruntime and
 # Tesseract read, and it held more memory. OCR_CPU_RUNTIME=auto or openvino still chooses it.
 # (Every figure behind these choices: docs/benchmarks.md, "Figures behind the CPU engine's defaults".)
