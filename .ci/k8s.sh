@@ -9,31 +9,12 @@
 # needs only PyPI, and checkov's pins clash with the app's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PY:-python3}
 OUT=var/k8s
 
-# Each venv installs its input (requirements/X.txt) constrained by its lock (requirements/lock/X.txt,
-# a `pip freeze` of a venv that passed), so a new upstream release of a transitive dependency
-# cannot change what CI runs; an input pin the lock does not match fails the install loudly.
-# `.ci/k8s.sh --relock` reinstalls both without the locks and rewrites them from what resolved.
+# Tool venvs (.ci/venv.sh). `.ci/k8s.sh --relock` reinstalls both without the locks and rewrites them.
 relock=0
 [ "${1:-}" = "--relock" ] && relock=1
-venv() {  # venv DIR NAME: (re)build when its input or lock is newer than the stamp
-  local dir=$1 input=requirements/$2.txt lock=requirements/lock/$2.txt constraint=()
-  [ "$relock" = 1 ] || constraint=(-c "$lock")
-  if [ "$relock" = 1 ] || [ ! -f "$dir/.installed" ] || [ "$input" -nt "$dir/.installed" ] || [ "$lock" -nt "$dir/.installed" ]; then
-    rm -rf "$dir"
-    "$PY" -m venv "$dir"
-    "$dir/bin/pip" install --quiet --disable-pip-version-check -r "$input" "${constraint[@]}" >"/tmp/k8s-pip-$2.log" 2>&1 \
-      || { tail -50 "/tmp/k8s-pip-$2.log"; exit 1; }
-    if [ "$relock" = 1 ]; then
-      { echo "# pip freeze of .venv-$2 (requirements/$2.txt) as installed by \`.ci/k8s.sh --relock\`; edit the"
-        echo "# input and relock rather than this file. .ci/k8s.sh installs the input constrained by it."
-        "$dir/bin/pip" freeze --disable-pip-version-check; } > "$lock"
-    fi
-    touch "$dir/.installed"
-  fi
-}
+. .ci/venv.sh
 
 start=$(date +%s)
 venv .venv-infra infra
