@@ -73,7 +73,7 @@ HELP = {
     "OCR_CPU_REREAD_BELOW": "lines read under this confidence are read again by the small model, the surer reading kept (-1: the profile's, fast 0.95; 0: never)",
     "OCR_CPU_RUNTIME": "what runs recognition (empty: the profile's; auto: OpenVINO with AVX-512, else onnxruntime)",
     "OCR_MODEL_CACHE_DIR": "where derived models (the fast profile's Latin head) are written once",
-    "OCR_CLI_MMAP_THRESHOLD": "bytes from which manage.py ocr has glibc map allocations on their own (0: glibc's)",
+    "OCR_CLI_MMAP_THRESHOLD": "bytes from which manage.py ocr has glibc map allocations on their own (0: glibc's own threshold; a fixed one lowers peak memory for CPU)",
     "OCR_TEXT_LAYER_MIN_CHARS": "characters a PDF page needs to skip OCR",
     "OCR_LOW_CONFIDENCE": "an OCR page whose confidence (character-weighted mean of its regions') is under this is flagged ocr:low-confidence",
     "OCR_PADDLE_MODEL_DIR": "PaddleOCR layout weights (shared volume); required for paddle layout and gpu jobs",

@@ -218,13 +218,12 @@ OCR_CPU_REC_MODEL = env_choice("OCR_CPU_REC_MODEL", "", ("", *CpuModel))
 OCR_CPU_REREAD_BELOW = env_float("OCR_CPU_REREAD_BELOW", -1.0)
 # Where derived models (the Latin recognition head) are written once per install.
 OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
-# The embedded CLI (manage.py ocr) asks glibc to serve allocations of this many bytes or more
-# with their own mappings, returned to the system when freed. By default glibc raises that
-# threshold as large buffers come and go, so freed page and tensor buffers stay in the heap and the
-# CLI's peak grows; a fixed threshold trades some CPU in page faults for a lower peak
-# (docs/benchmarks.md). 0 leaves glibc's default. Workers keep it (throughput first; their memory
-# is bounded by the pod's limit).
-OCR_CLI_MMAP_THRESHOLD = env_int("OCR_CLI_MMAP_THRESHOLD", 2 * 1024 * 1024)
+# Bytes from which the embedded CLI (manage.py ocr) asks glibc to serve allocations with their own
+# mappings, returned to the system when freed; 0 (the default) leaves glibc's own threshold. A
+# fixed 2 MiB threshold (the default until 2026-12-06) lowered the peak of a dense page by ~170
+# MB but cost ~40 % more CPU in page faults, and the page-count-flat peak it was for now holds
+# without it (docs/benchmarks.md, "The CLI's start and glibc's defaults"). Workers never set it.
+OCR_CLI_MMAP_THRESHOLD = env_int("OCR_CLI_MMAP_THRESHOLD", 0)
 OCR_TEXT_LAYER_MIN_CHARS = env_int("OCR_TEXT_LAYER_MIN_CHARS", 32)
 # An OCR page whose confidence (workers/content/confidence.py) is under this is flagged
 # ocr:low-confidence. Upside-down print and scripts the recogniser does not know read at

@@ -373,9 +373,10 @@ def test_fused_layout_model_finds_the_same_regions_as_the_wheels(cache_dir):
     assert np.allclose([b.score for b in fused], [b.score for b in wheel], atol=1e-4)
 
 
-# Run in a child process set up as `manage.py ocr` sets itself up (memory first, before any engine
-# loads), so this suite's allocator keeps glibc's defaults. The page is read three times at full
-# size; each pass's rise of resident memory above the resting level is sampled every 5 ms.
+# Run in a child process set up as `manage.py ocr` sets itself up when asked to put memory first
+# (OCR_CLI_MMAP_THRESHOLD, before any engine loads), so this suite's allocator keeps glibc's
+# defaults. The page is read three times at full size; each pass's rise of resident memory above
+# the resting level is sampled every 5 ms.
 _FULL_SIZE_PASSES = """
 import json, sys, threading, time
 import django
@@ -429,6 +430,7 @@ def test_the_clis_full_size_pass_costs_the_same_memory_each_time_a_page_comes():
     import subprocess
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ocrsite.settings", "OCR_ENGINE_THREADS": "1"}
+    env["OCR_CLI_MMAP_THRESHOLD"] = str(2 << 20)
     out = subprocess.run(
         [sys.executable, "-c", _FULL_SIZE_PASSES, "tests/data/senate-expenditures.pdf"],  # a real page
         cwd=Path(__file__).resolve().parents[1],

@@ -117,7 +117,7 @@ def read_pdf_pages(
     """
     if not indices:
         return
-    yield from _in_child(lambda send: _read_pages(source, indices, request, budget, send), budget)
+    yield from _in_child(lambda send: _read_pages(source, indices, request, budget, send), budget, pdf=True)
 
 
 def _read_pages(source: bytes | str, indices: Sequence[int], request: PageRequest, budget: PageBudget, send) -> None:
@@ -211,7 +211,9 @@ def read_image_frames(
     time limit. One open image serves every frame, so the n-th frame costs one decode, not n."""
     if not indices:
         return
-    yield from _in_child(lambda send: _read_frames(source, sorted(indices), max_pixels, budget, reader, send), budget)
+    yield from _in_child(
+        lambda send: _read_frames(source, sorted(indices), max_pixels, budget, reader, send), budget, pdf=False
+    )
 
 
 def _read_frames(
@@ -250,13 +252,14 @@ def _read_frames(
         signal.setitimer(signal.ITIMER_PROF, 0)
 
 
-def _in_child(work: Callable[[Callable[[Any], None]], None], budget: PageBudget) -> Iterator[Any]:
+def _in_child(work: Callable[[Callable[[Any], None]], None], budget: PageBudget, *, pdf: bool) -> Iterator[Any]:
     """Run ``work(send)`` in a forked child under ``budget``; yield what it sends, in order.
+    ``pdf``: the work reads a PDF (PyMuPDF is loaded before the fork), not an image (Pillow only).
 
     The child announces each page (``("page", index)``) before reading it, so when it dies the
     parent knows which page killed it.
     """
-    _libraries_loaded()
+    _libraries_loaded(pdf)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
@@ -354,14 +357,17 @@ class _Reader:
         os.close(self.fd)
 
 
-def _libraries_loaded() -> None:
+def _libraries_loaded(pdf: bool) -> None:
     """The libraries a page reader uses, imported in the worker before it forks, so that each
     child shares them and its budget pays for the page alone. Importing PyMuPDF maps about 340 MB
     of address space (it brings pymupdf4llm along): a child that imported it itself had ~40 MB of
     a 384 MB budget left, and CI failed a bystander's one-line scan there, its orientation check
     out of memory, as ``input:corrupt`` (an import that fails for want of memory reads as "No
-    module named 'mupdf'"). Pillow's format plugins load on the first open: loaded here too."""
-    import pymupdf  # noqa: F401 - the import is the point
+    module named 'mupdf'"). An image reader never touches PyMuPDF, so a process that only reads
+    images (``manage.py ocr scan.png``: ~0.5 CPU-s of its start) does not import it. Pillow's
+    format plugins load on the first open: loaded here too."""
+    if pdf:
+        import pymupdf  # noqa: F401 - the import is the point
     from PIL import Image
 
     Image.init()

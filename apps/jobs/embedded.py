@@ -6,6 +6,7 @@ against the configured database and storage. ``manage.py ocr`` and the evaluatio
 from __future__ import annotations
 
 import logging
+import os
 from typing import BinaryIO
 
 from django.core.management import call_command
@@ -25,6 +26,10 @@ def start() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     celery_app.conf.task_always_eager = True
     celery_app.conf.task_eager_propagates = True
+    # Celery's Django fixup runs Django's system checks when the task modules are imported (~0.4
+    # CPU-s: they load the URL conf, the admin and the API schema); this process serves no URL,
+    # and `manage.py ocr` skips them for the same reason. Workers still run them at start.
+    os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
     # Register the tasks in this process so enqueueing by name runs them here (eager mode);
     # the web process never imports them and sends by name to the broker instead.
     celery_app.loader.import_default_modules()

@@ -137,6 +137,32 @@ def test_a_page_budget_pays_for_the_page_not_for_the_readers_libraries():
     assert _fresh_worker("loaded") == "ImagePage ()"
 
 
+_IMAGE_ONLY = """
+import sys
+from workers import budget
+from tests.support.documents import dev_file
+
+data = dev_file("phototest.tif").read_bytes()
+(page,) = budget.read_image_frames(data, [0], 60_000_000, budget.PageBudget(memory_bytes=96 << 20))
+print(type(page).__name__, page.width, page.height, "pymupdf" in sys.modules)
+"""
+
+
+def test_an_image_is_read_without_loading_the_pdf_library():
+    """A process that only reads images (``manage.py ocr scan.png``) never imports PyMuPDF: its
+    ~0.5 CPU-s and ~90 MB were a third of the CLI's start on a blank page, and the image reader's
+    child, which fits its page in 96 MB, never uses it."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _IMAGE_ONLY], capture_output=True, text=True, timeout=120, cwd=settings.BASE_DIR
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    kind, *_shape, loaded = done.stdout.split()
+    assert kind == "ImagePage" and loaded == "False", done.stdout
+
+
 def test_an_orientation_check_that_cannot_run_leaves_the_page_flagged_not_failed():
     """The check's models not loaded before the fork, so loading them in the child passes its
     96 MB (a real failure: the libraries cannot be mapped): the check is ours, not the
