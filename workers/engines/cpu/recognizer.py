@@ -25,7 +25,7 @@ from ocrsite.memory import release_freed_memory
 from ocrsite.vocabulary import CpuModel, CpuRuntime, ErrorCode
 from workers.engines.base import EngineError, LayoutBox, Recognition, TextLine
 from workers.engines.cpu import language as language_check
-from workers.engines.cpu import letters, tiles
+from workers.engines.cpu import letters, lexicon, tiles
 from workers.engines.cpu import script as script_check
 from workers.engines.cpu.budget import resolve_threads
 from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolved
@@ -486,9 +486,9 @@ class RapidOcrRecognizer:
                 found.missing,
                 100 * found.missing_share,
             )
-        written = letters.language_letters(found.language) if found.sure else None
-        if written is not None and runners:
-            read = [_as_written(reading, runners.get(i, ()), written) for i, reading in enumerate(read)]
+        if found.sure and runners:
+            written = letters.language_letters(found.language)
+            read = [_as_written(reading, runners.get(i, ()), written, found.language) for i, reading in enumerate(read)]
         return read, found.flags
 
     def _full_head_recognizer(self):
@@ -660,14 +660,18 @@ def _tall(quads: np.ndarray) -> list[bool]:
 def _as_written(
     reading: tuple[str, float],
     runners: Sequence[tuple[str, tuple[letters.Runners, ...]]],
-    written: letters.LanguageLetters,
+    written: letters.LanguageLetters | None,
+    language: str,
 ) -> tuple[str, float]:
-    """One line's reading with its letters as the page's language writes them, from the runners-up
-    of the pass whose reading was kept (``runners``: (text, runners-up) of each pass that read it)."""
+    """One line's reading as the page's language writes it, from the runners-up of the pass whose
+    reading was kept (``runners``: (text, runners-up) of each pass that read it): its letters by the
+    language's alphabet (``letters``, where ``written`` is known), then its words by the language's
+    vocabulary (``lexicon``)."""
     text, score = reading
     for read_as, found in runners:
         if read_as == text:
-            return letters.as_written(text, found, written), score
+            spelled = letters.as_written(text, found, written) if written is not None else text
+            return lexicon.corrected(spelled, found, language), score
     return reading
 
 
