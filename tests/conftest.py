@@ -54,6 +54,34 @@ STACK_FIXTURES = frozenset(
 )
 
 
+def _flush_retried_on_deadlock(teardown: Callable) -> Callable:
+    """A transactional test's flush (TRUNCATE of every table) can deadlock with the session's
+    worker process, which may still be writing rows of an earlier test or running its sweep:
+    PostgreSQL then cancels one side. The flush is repeated (the worker's side has finished by
+    then) rather than failing a test that passed. Seen once in `make test` (2026-12-06)."""
+
+    def flush(self) -> None:
+        for attempt in range(3):
+            try:
+                return teardown(self)
+            except Exception as exc:
+                chain, deadlock = exc, False
+                while chain is not None and not deadlock:
+                    deadlock = "deadlock detected" in str(chain)
+                    chain = chain.__cause__ or chain.__context__
+                if not deadlock or attempt == 2:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+
+    return flush
+
+
+def pytest_configure(config) -> None:
+    from django.test import TransactionTestCase
+
+    TransactionTestCase._fixture_teardown = _flush_retried_on_deadlock(TransactionTestCase._fixture_teardown)
+
+
 # Marked tests that `make test-fast` leaves to `make test`: they take long, or need a GPU, a vLLM
 # server or a browser.
 NOT_FAST_MARKERS = ("slow", "gpu", "vllm", "browser")
