@@ -63,7 +63,8 @@ def _flush_retried_on_deadlock(teardown: Callable) -> Callable:
     def flush(self) -> None:
         for attempt in range(3):
             try:
-                return teardown(self)
+                teardown(self)
+                return
             except Exception as exc:
                 chain, deadlock = exc, False
                 while chain is not None and not deadlock:
