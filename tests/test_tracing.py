@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -127,9 +127,9 @@ def _stack(env: dict[str, str], tag: str) -> tuple[list[subprocess.Popen], str]:
     return [web, worker], f"http://127.0.0.1:{port}"
 
 
-def _answers(port: int, path: str = "/healthz") -> bool:
+def _answers(port: int) -> bool:
     try:
-        return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=1).status_code == 200
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -178,6 +178,30 @@ def _traced(broker: Broker, env: dict[str, str], tag: str, key: str) -> str:
             _stop(procs)
 
 
+STAGES = {"ingest", "page.layout", "page.recognize", "assemble"}
+
+
+def _one_trace_per_job(
+    spans: Callable[[], list[tuple[str, dict]]], job_id: str, tenant: str, wait_s: float
+) -> set[str]:
+    """The names of the job's trace's spans (``spans``: (name, attributes) of each span received in
+    that trace so far, polled until every stage is there or ``wait_s`` passes), checked: every stage,
+    the web's POST in the same trace, and the stages carrying the job and the tenant."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = spans()
+        names = {name for name, _ in found}
+        if names >= STAGES or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert names >= STAGES, sorted(names)
+    assert any(n.startswith("POST") for n in names), names
+    for name, attrs in found:
+        if name in STAGES:
+            assert attrs["ocr.job_id"] == job_id and attrs["ocr.tenant"] == tenant, (name, attrs)
+    return names
+
+
 @pytest.mark.django_db(transaction=True)
 def test_one_trace_per_job_from_web_to_assembly_and_nothing_when_unset(receiver, broker):
     tenant = f"trace-{uuid.uuid4().hex[:6]}"
@@ -196,22 +220,10 @@ def test_one_trace_per_job_from_web_to_assembly_and_nothing_when_unset(receiver,
         "OTEL_BSP_SCHEDULE_DELAY": "200",
     }
     job_id = _traced(broker, on, "on", key)
-    job = Job.objects.get(pk=job_id)
-    trace_id = job.traceparent.split("-")[1]
-    deadline = time.monotonic() + 30
-    wanted = {"ingest", "page.layout", "page.recognize", "assemble"}
-    while True:
-        mine = [(name, attrs) for tid, name, attrs in receiver.spans if tid == trace_id]
-        if wanted <= {n for n, _ in mine} or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
-    names = {n for n, _ in mine}
-    assert wanted <= names, (names, len(receiver.spans))
-    # The web's own span (the POST) is in the same trace, and the stages carry the job and tenant.
-    assert any(n.startswith("POST") for n in names), names
-    for name, attrs in mine:
-        if name in wanted:
-            assert attrs["ocr.job_id"] == job_id and attrs["ocr.tenant"] == tenant, (name, attrs)
+    trace_id = Job.objects.get(pk=job_id).traceparent.split("-")[1]
+    names = _one_trace_per_job(
+        lambda: [(name, attrs) for tid, name, attrs in receiver.spans if tid == trace_id], job_id, tenant, wait_s=30
+    )
     # Celery, psycopg and Redis spans ride along in the job's trace.
     assert any("workers." in n or "run/" in n for n in names), names
 
@@ -238,7 +250,7 @@ def phoenix() -> Iterator[str]:
             "PHOENIX_GRPC_PORT": str(_free_port()),
             "PHOENIX_TELEMETRY_ENABLED": "false",
         }
-        proc = _start([str(PHOENIX), "serve"], env, "phoenix", lambda log: _answers(port, "/healthz"))
+        proc = _start([str(PHOENIX), "serve"], env, "phoenix", lambda log: _answers(port))
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
@@ -263,18 +275,10 @@ def test_a_real_collector_sees_one_trace_per_job(phoenix, broker):
     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=phoenix, OTEL_BSP_SCHEDULE_DELAY="200")
     job_id = _traced(broker, env, "phoenix", key)
     trace_id = Job.objects.get(pk=job_id).traceparent.split("-")[1]
-    wanted = {"ingest", "page.layout", "page.recognize", "assemble"}
-    deadline = time.monotonic() + 60  # Phoenix writes spans to its store in batches
-    while True:
+
+    def stored() -> list[tuple[str, dict]]:
         spans = _spans_in(phoenix, trace_id)
-        names = {s["name"] for s in spans}
-        if wanted <= names:
-            break
-        assert time.monotonic() < deadline, sorted(names)
-        time.sleep(0.5)
-    assert any(n.startswith("POST") for n in names), names
-    assert all(s["context"]["trace_id"] == trace_id for s in spans)
-    for span in spans:
-        if span["name"] in wanted:
-            attrs = span["attributes"]
-            assert attrs["ocr.job_id"] == job_id and attrs["ocr.tenant"] == tenant, (span["name"], attrs)
+        assert all(s["context"]["trace_id"] == trace_id for s in spans)
+        return [(s["name"], s["attributes"]) for s in spans]
+
+    _one_trace_per_job(stored, job_id, tenant, wait_s=60)  # Phoenix writes spans to its store in batches
