@@ -241,6 +241,11 @@ def test_cancel_aborts_in_flight_requests_and_server_sees_disconnect():
         assert outcome["error"].code == "job:cancelled" and outcome["error"].permanent
         # The server's handlers saw all four connections close: vLLM would abort the sequences.
         assert server.wait_for(lambda s: s.disconnects == 3 and s.in_flight == 0, timeout=5)
+        # The request threads count themselves out as they unwind, just after the cancel returns
+        # (a clean clone's run on 2026-12-06 read 3 here once): all three must, within seconds.
+        deadline = time.monotonic() + 5
+        while rec.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert rec.in_flight == 0
 
 
