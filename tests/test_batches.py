@@ -94,7 +94,10 @@ def test_a_prefix_batch_runs_on_the_bulk_lane_each_document_once(api, user, brok
     assert progress["jobs"]["done"] == 9 and progress["jobs"]["failed"] == 1
     assert progress["pages_in"] == progress["pages_done"] + progress["pages_failed"]
     assert progress["pages_done"] == sum(1 + i % 3 for i in range(9))
-    assert progress["cpu_seconds"] > 0  # worker CPU of the batch's ingests and assemblies
+    assert progress["cpu_seconds"] > 0  # worker CPU of the batch's expansion, ingests and assemblies
+    # The broken item never reached ingest: what it cost is the expansion's (read, hash, probe).
+    refused = Job.objects.get(batch_id=batch["id"], batch_item=f"{prefix}zz-broken.pdf")
+    assert refused.status == Job.Status.FAILED and refused.cpu_ms > 0, refused.cpu_ms
 
     lines = manifest(api, batch["id"])
     assert Counter(line["item"] for line in lines) == Counter([*markers, f"{prefix}zz-broken.pdf"])
