@@ -217,6 +217,27 @@ def real_pages(dpi: int = 200, only: set[str] | None = None) -> list[TruthPage]:
 # --- timing and output -------------------------------------------------------------------------
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU-seconds (user + system) a process and its descendants have spent: the live ones' own,
+    and what each has counted for the children it has already waited for (a Celery pool's
+    processes, a budgeted page reader, PostgreSQL's backends). 0.0 when the process is gone."""
+    import contextlib
+
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        family = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for proc in family:
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
 def median(values: Iterable[float]) -> float:
     values = list(values)
     return statistics.median(values) if values else float("nan")

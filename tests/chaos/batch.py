@@ -22,6 +22,7 @@ import logging
 import os
 import random
 import re
+import resource
 import signal
 import sys
 import threading
@@ -35,6 +36,7 @@ import pymupdf
 import requests
 from moto.server import ThreadedMotoServer
 
+from bench.common import tree_cpu_seconds
 from tests.chaos.plan import ARTIFACTS
 from tests.chaos.stack import Stack, free_port
 
@@ -56,11 +58,11 @@ def document(index: int, rng: random.Random) -> tuple[str, int, bytes]:
 
 
 class BatchStack(Stack):
-    WORKERS = (*Stack.WORKERS, ("bulk", 2))
-
-    def __init__(self, s3_endpoint: str, nice: int = 19) -> None:
+    def __init__(self, s3_endpoint: str, nice: int = 19, concurrency: int = 2) -> None:
         super().__init__(hosts=0)
         self.nice = nice
+        self.concurrency = concurrency
+        self.WORKERS = (*Stack.WORKERS, ("bulk", concurrency))
         self.env.update(
             {
                 "OCR_STORAGE": "s3",
@@ -99,7 +101,9 @@ def put_documents(endpoint: str, n: int, seed: int) -> dict[str, tuple[str, int]
     return {key: (marker, pages) for key, marker, pages, _ in made}
 
 
-def run(docs: int, kills: int, redis_restart: bool, seed: int, timeout_s: float, nice: int = 19) -> dict:
+def run(
+    docs: int, kills: int, redis_restart: bool, seed: int, timeout_s: float, nice: int = 19, concurrency: int = 2
+) -> dict:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
     s3_port = free_port()
     s3_server = ThreadedMotoServer(ip_address="127.0.0.1", port=s3_port, verbose=False)
@@ -108,7 +112,7 @@ def run(docs: int, kills: int, redis_restart: bool, seed: int, timeout_s: float,
     t0 = time.monotonic()
     expected = put_documents(endpoint, docs, seed)
     put_s = time.monotonic() - t0
-    stack = BatchStack(endpoint, nice)
+    stack = BatchStack(endpoint, nice, concurrency)
     faults: list[dict] = []
     stop = threading.Event()
     try:
@@ -147,6 +151,8 @@ def run(docs: int, kills: int, redis_restart: bool, seed: int, timeout_s: float,
         fault.join(60)
         run_s = time.monotonic() - started
         problems = check(http, base, batch_id, body, expected)
+        timeline = _timeline(stack.database_url)
+        cpu = _cpu_by_process(stack)
         twice = _recognised_twice(stack.database_url)
         if twice:
             problems.append(f"{twice} pages recognised twice")
@@ -157,6 +163,8 @@ def run(docs: int, kills: int, redis_restart: bool, seed: int, timeout_s: float,
             "batch_s": round(run_s, 1),
             "status": body.get("status"),
             "progress": body.get("progress"),
+            "timeline": timeline,
+            "cpu_s": cpu,
             "faults": faults,
             "problems": problems[:50],
             "problem_count": len(problems),
@@ -219,12 +227,43 @@ def _faults(stack: Stack, kills: int, redis_restart: bool, stop: threading.Event
         os.killpg(proc.pid, signal.SIGKILL)  # the whole worker: its claims go stale, the sweep re-sends
         proc.wait()
         log.append({"kill": i + 1, "at": time.strftime("%H:%M:%S")})
-        stack.start_worker("bulk", 2)
+        stack.start_worker("bulk", stack.concurrency)
         if redis_restart and i == kills // 2:
             stack.kill_redis()
             time.sleep(5)
             stack.start_redis()
             log.append({"redis_restart": True, "at": time.strftime("%H:%M:%S")})
+
+
+def _timeline(database_url: str) -> dict:
+    """Where the batch's time went: when its jobs were made (the expansion), started (ingest) and
+    finished, in seconds from the first job made, and a job's mean wait and run."""
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT extract(epoch FROM max(created_at) - min(created_at)),"
+            " extract(epoch FROM min(started_at) - min(created_at)),"
+            " extract(epoch FROM max(finished_at) - min(created_at)),"
+            " extract(epoch FROM avg(started_at - created_at)), extract(epoch FROM avg(finished_at - started_at))"
+            " FROM jobs_job WHERE batch_id IS NOT NULL"
+        ).fetchone()
+    names = ("last_made_s", "first_started_s", "last_finished_s", "mean_wait_s", "mean_run_s")
+    return {name: round(float(v), 1) if v is not None else None for name, v in zip(names, row, strict=True)}
+
+
+def _cpu_by_process(stack: Stack) -> dict[str, float]:
+    """CPU-seconds each part of the stack has spent so far, its children included (the workers'
+    pool processes, PostgreSQL's backends), and this harness's own (moto's S3 server, the
+    documents' generation and puts, the poller). A bulk worker killed mid-run takes its figure
+    with it: the report counts the one running at the end."""
+    pids = {name: proc.pid for name, proc in stack.procs.items()}
+    if stack.redis is not None:
+        pids["redis"] = stack.redis.pid
+    if stack.postgres.proc is not None:
+        pids["postgres"] = stack.postgres.proc.pid
+    out = {name: round(tree_cpu_seconds(pid), 1) for name, pid in pids.items()}
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    out["harness"] = round(own.ru_utime + own.ru_stime, 1)
+    return out
 
 
 def _recognised_twice(database_url: str) -> int:
@@ -247,9 +286,10 @@ def main() -> int:
         default=19,
         help="the bulk worker's nice level (19 as deployed; 0 on a machine shared with others)",
     )
+    parser.add_argument("--concurrency", type=int, default=2, help="the bulk worker's processes")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds the batch may take")
     args = parser.parse_args()
-    report = run(args.docs, args.kills, args.redis_restart, args.seed, args.timeout, args.nice)
+    report = run(args.docs, args.kills, args.redis_restart, args.seed, args.timeout, args.nice, args.concurrency)
     print(json.dumps({k: v for k, v in report.items() if k != "problems"}, indent=2))
     for problem in report["problems"]:
         print("PROBLEM", problem, file=sys.stderr)
