@@ -199,7 +199,7 @@ def _split_pages(job: Job, path: str, send_on: Callable[[int], None]) -> tuple[l
             created += 1
             still.check()
             if isinstance(found, budget.TextPage):
-                _finish_text_page(job, found, dpi)
+                _finish_text_page(job, found, dpi, new=found.index not in existing)
                 continue
             page = _store_page(job, found)
             waiting.append(page.pk)
@@ -294,28 +294,30 @@ def _store_page(job: Job, found: budget.ImagePage) -> Page:
     return page
 
 
-def _finish_text_page(job: Job, found: budget.TextPage, dpi: int) -> None:
+def _finish_text_page(job: Job, found: budget.TextPage, dpi: int, *, new: bool) -> None:
+    """``new``: the job had no row for this page when ingest began (under the ingest lock no
+    other delivery makes one meanwhile), so it is inserted without looking for it first."""
     started = time.perf_counter()
     index, size_pt, read = found.index, found.size_pt, found.read
     if not read.verdict.held:
         log.warning("page %d of job %s: %s", index + 1, job.pk, read.verdict.describe())
+    fields = {
+        "source": Page.Source.TEXT_LAYER,
+        "status": states.RECOGNIZED.frm,
+        "width": round(size_pt[0] * dpi / 72),
+        "height": round(size_pt[1] * dpi / 72),
+        "dpi": dpi,
+        "width_pt": size_pt[0],
+        "height_pt": size_pt[1],
+        "rotation": read.rotation,
+        "flags": list(read.flags),
+    }
     # One transaction: a crash leaves no half-written text page for a redelivery to trip on.
     with transaction.atomic():
-        page, _ = Page.objects.update_or_create(
-            job=job,
-            index=index,
-            defaults={
-                "source": Page.Source.TEXT_LAYER,
-                "status": states.RECOGNIZED.frm,
-                "width": round(size_pt[0] * dpi / 72),
-                "height": round(size_pt[1] * dpi / 72),
-                "dpi": dpi,
-                "width_pt": size_pt[0],
-                "height_pt": size_pt[1],
-                "rotation": read.rotation,
-                "flags": list(read.flags),
-            },
-        )
+        if new:
+            page = Page.objects.create(job=job, index=index, **fields)
+        else:
+            page, _ = Page.objects.update_or_create(job=job, index=index, defaults=fields)
         write_regions(page, read.regions, source=Page.Source.TEXT_LAYER, engine=textlayer.ENGINE_NAME)
         services.flag_job(job.pk, read.flags)
         elapsed = found.read_ms + int((time.perf_counter() - started) * 1000)
