@@ -8,6 +8,7 @@ the load average seen while it was measured.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from workers.engines.cpu import this_cpu_flags
 
@@ -221,10 +223,6 @@ def tree_cpu_seconds(pid: int) -> float:
     """CPU-seconds (user + system) a process and its descendants have spent: the live ones' own,
     and what each has counted for the children it has already waited for (a Celery pool's
     processes, a budgeted page reader, PostgreSQL's backends). 0.0 when the process is gone."""
-    import contextlib
-
-    import psutil
-
     try:
         root = psutil.Process(pid)
         family = [root, *root.children(recursive=True)]

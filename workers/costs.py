@@ -12,7 +12,6 @@ export thread must start after the fork), or once per process for pools that do 
 
 from __future__ import annotations
 
-import resource
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -21,6 +20,7 @@ from django.db.models import F
 
 from apps.jobs.models import Job, Page
 from ocrsite import telemetry
+from ocrsite.cputime import cpu_seconds
 
 
 @worker_process_init.connect
@@ -38,11 +38,6 @@ def _trace_worker(sender=None, **_kwargs) -> None:
 @worker_process_shutdown.connect
 def _flush(**_kwargs) -> None:
     telemetry.shutdown()
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 @contextmanager
@@ -74,16 +69,11 @@ def page_step(stage: str, pages: list[Page]) -> Iterator[None]:
 def job_step(stage: str, job: Job) -> Iterator[None]:
     """A span for a job-wide stage (ingest, assembly) and its CPU on ``Job.cpu_ms``; ingest's
     budgeted page readers are child processes, counted when they have been waited for."""
-    start = cpu_seconds() + _children()
+    start = cpu_seconds(children=True)
     try:
         with telemetry.job_span(stage, job_id=job.pk, tenant=job.tenant, traceparent=job.traceparent):
             yield
     finally:
-        spent = int((cpu_seconds() + _children() - start) * 1000)
+        spent = int((cpu_seconds(children=True) - start) * 1000)
         if spent:
             Job.objects.filter(pk=job.pk).update(cpu_ms=F("cpu_ms") + spent)
-
-
-def _children() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime

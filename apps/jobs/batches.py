@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import math
-import resource
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from apps.jobs import direct_uploads, enqueue, services
 from apps.jobs.documents import InputError, probe
 from apps.jobs.models import Batch, Job, Page
 from ocrsite import telemetry
+from ocrsite.cputime import cpu_seconds
 from ocrsite.vocabulary import ErrorCode, Queue, TaskName
 
 log = logging.getLogger(__name__)
@@ -200,23 +200,17 @@ def _make_job(batch: Batch, item: str) -> Job | None:
     """The item's job, created once (None if an earlier run made it), in a trace of its own.
 
     The expansion's CPU for the item (the object read and hashed, the probe, the rows) is the
-    job's first cost: a batch's ``cpu_seconds`` would otherwise leave out a third of what its
-    bulk workers spend on born-digital documents, and an item refused here would cost nothing."""
+    job's first cost: a batch's ``cpu_seconds`` would otherwise leave out the expansion's share of
+    what its bulk workers spend, and an item refused here would cost nothing."""
     if batch.jobs.filter(batch_item=item).exists():
         return None
-    started = _cpu_seconds()
+    started = cpu_seconds(children=True)
     with telemetry.new_trace("batch.item", batch_id=str(batch.pk), tenant=batch.tenant, item=item[:200]):
         job = _make_item_job(batch, item)
-    spent = math.ceil((_cpu_seconds() - started) * 1000)
+    spent = math.ceil((cpu_seconds(children=True) - started) * 1000)
     if job is not None and spent > 0:
         Job.objects.filter(pk=job.pk).update(cpu_ms=F("cpu_ms") + spent)
     return job
-
-
-def _cpu_seconds() -> float:
-    """This process's CPU and its waited-for children's (the probe may read in a child)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _make_item_job(batch: Batch, item: str) -> Job | None:
