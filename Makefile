@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_FILE ?= tests/data/scanned_ocr_test.pdf
 
-.PHONY: venv demo test test-fast test-vllm test-images test-gpu-topology test-chaos up services bench bench-report bench-readme eval eval-ci eval-baseline docs lint migrate clean locks k8s
+.PHONY: venv demo test test-fast test-vllm test-images test-gpu-topology test-chaos up services script-models bench bench-report bench-readme eval eval-ci eval-baseline docs lint migrate clean locks k8s
 
 # The images' lock constrains the runtime's transitive dependencies, so tests run what ships and a
 # new upstream release does not change a fresh machine's venv.
@@ -26,6 +26,11 @@ demo: migrate
 services:
 	bash .ci/services.sh
 
+# Tesseract's models for the scripts the PP-OCR wheels lack (apt as root; otherwise it says what to
+# install, and those pages stay flagged): .ci/script-models.sh.
+script-models:
+	bash .ci/script-models.sh
+
 # Tests share PostgreSQL, Redis (db 15) and a media folder with real worker processes.
 TEST_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ocr} \
 	CELERY_BROKER_URL=$${TEST_BROKER_URL:-redis://127.0.0.1:6379/15} \
@@ -36,7 +41,7 @@ TEST_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:543
 # xdist worker, rewrites and compiles ~370 modules again, ~3.5 CPU-s each (docs/benchmarks.md).
 KEEP_PYC := env -u PYTHONDONTWRITEBYTECODE
 
-test: venv services
+test: venv services script-models
 	$(KEEP_PYC) $(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Every test marked `fast` (tests/conftest.py: no database, broker or worker fixture, no django_db,
