@@ -72,6 +72,8 @@ HELP = {
     "OCR_CPU_REC_MODEL": "PP-OCRv6 recognition model, small or tiny (empty: the profile's; fast: tiny)",
     "OCR_CPU_REREAD_BELOW": "lines read under this confidence are read again by the small model, the surer reading kept (-1: the profile's, fast 0.95; 0: never)",
     "OCR_CPU_RUNTIME": "what runs recognition (empty: the profile's; auto: OpenVINO with AVX-512, else onnxruntime)",
+    "OCR_OTHER_SCRIPTS": "read pages in Cyrillic, Hangul, Arabic, Hebrew, Devanagari and Vietnamese with Tesseract's models for them where installed (make script-models); false: flag them script:unsupported / language:unsupported",
+    "OCR_TESSDATA_DIR": "the folder of Tesseract's models (empty: TESSDATA_PREFIX, then /usr/share/tesseract-ocr/5/tessdata and the like)",
     "OCR_MODEL_CACHE_DIR": "where derived models (the fast profile's Latin head) are written once",
     "OCR_CLI_MMAP_THRESHOLD": "bytes from which manage.py ocr has glibc map allocations on their own (0: glibc's own threshold; a fixed one lowers peak memory for CPU)",
     "OCR_TEXT_LAYER_MIN_CHARS": "characters a PDF page needs to skip OCR",

@@ -216,6 +216,13 @@ OCR_CPU_PROBE_MODEL = env_choice("OCR_CPU_PROBE_MODEL", "", ("", *CpuModel))
 OCR_CPU_REC_MODEL = env_choice("OCR_CPU_REC_MODEL", "", ("", *CpuModel))
 # Lines read under this confidence are read again by the small model (-1: the profile's; 0: never).
 OCR_CPU_REREAD_BELOW = env_float("OCR_CPU_REREAD_BELOW", -1.0)
+# Pages in a script the PP-OCR models lack (Cyrillic, Hangul, Arabic, Hebrew, Devanagari) or in
+# Vietnamese are read by Tesseract's model for that script where tesserocr and the model are
+# installed (the worker image installs them; workers/engines/cpu/other_scripts.py); false keeps
+# such pages flagged script:unsupported / language:unsupported. OCR_TESSDATA_DIR: the models'
+# folder (empty: TESSDATA_PREFIX, then /usr/share/tesseract-ocr/5/tessdata and the like).
+OCR_OTHER_SCRIPTS = env_bool("OCR_OTHER_SCRIPTS", True)
+OCR_TESSDATA_DIR = env_str("OCR_TESSDATA_DIR", "")
 # Where derived models (the Latin recognition head) are written once per install.
 OCR_MODEL_CACHE_DIR = env_str("OCR_MODEL_CACHE_DIR", str(VAR_DIR / "models"))
 # Bytes from which the embedded CLI (manage.py ocr) asks glibc to serve allocations with their own

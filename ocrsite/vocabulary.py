@@ -111,7 +111,8 @@ class PageFlag(StrEnum):
     # An OCR page read with a confidence under OCR_LOW_CONFIDENCE.
     OCR_LOW_CONFIDENCE = "ocr:low-confidence"
     # An OCR page in a script no recogniser here reads (Korean, Cyrillic, Arabic, Hebrew,
-    # Devanagari, ...): only its lines read with confidence are kept (workers/engines/cpu/script.py).
+    # Devanagari, ... where Tesseract's models for them are not installed, or do not read the page
+    # with confidence): only its lines read with confidence are kept (workers/engines/cpu/script.py).
     SCRIPT_UNSUPPORTED = "script:unsupported"
     # An OCR page whose language (identified from what it read) is written with letters the
     # recogniser that read it cannot write (Vietnamese's tone marks): its text is kept, and lacks

@@ -32,8 +32,11 @@ def _page(path: str) -> np.ndarray:
 
 
 @pytest.mark.slow  # a dense page read and its unsure lines re-read: 3-4 s
-def test_the_vietnamese_declaration_is_flagged(fast):
-    read = fast.read_page(_page("udhr/udhr_vie.pdf"))
+def test_the_vietnamese_declaration_is_flagged_where_no_model_reads_it(tmp_path):
+    """Without Tesseract's Vietnamese model (OCR_OTHER_SCRIPTS=false stands for a machine without
+    it); tests/test_other_scripts.py reads the page with it."""
+    alone = RapidOcrRecognizer(profile_config("fast", threads=1, other_scripts=False, model_cache_dir=str(tmp_path)))
+    read = alone.read_page(_page("udhr/udhr_vie.pdf"))
     assert read.script == SCRIPT_LATIN and read.flags == (FLAG_LANGUAGE_UNSUPPORTED,)
     assert len(read.lines) > 20, "the text stays: most of it is right"
 

@@ -44,6 +44,16 @@ def fast(tmp_path_factory):
     return RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(tmp_path_factory.mktemp("m"))))
 
 
+@pytest.fixture(scope="module")
+def without_other_scripts(tmp_path_factory):
+    """The fast profile where no model for the other scripts is installed (OCR_OTHER_SCRIPTS=false
+    stands for a machine without Tesseract's models): what such a page gets is its flag.
+    tests/test_other_scripts.py reads the same pages with the models."""
+    return RapidOcrRecognizer(
+        profile_config("fast", threads=1, other_scripts=False, model_cache_dir=str(tmp_path_factory.mktemp("m")))
+    )
+
+
 def _text(read) -> str:
     return "\n".join(line.text for line in read.lines)
 
@@ -98,19 +108,19 @@ def test_the_accurate_profile_reads_a_cjk_page_through_its_script_check(tmp_path
     assert (read.script, read.flags) == (SCRIPT_CJK, ())
 
 
-def test_a_korean_page_is_flagged_not_passed_off_as_symbols(fast):
+def test_a_korean_page_is_flagged_not_passed_off_as_symbols(without_other_scripts):
     image, _truth = _page("korean_text.pdf")
-    read = fast.read_page(image)
+    read = without_other_scripts.read_page(image)
     assert read.script == SCRIPT_UNSUPPORTED
     assert read.flags == (FLAG_SCRIPT_UNSUPPORTED,)
     # Whatever is kept was read with confidence; the lookalike symbols are not.
     assert all(line.confidence >= 0.8 for line in read.lines), read.lines
 
 
-def test_the_page_flag_and_script_reach_the_recognition(fast):
+def test_the_page_flag_and_script_reach_the_recognition(without_other_scripts):
     image, _truth = _page("korean_text.pdf")
     height, width = image.shape[:2]
-    result = fast.recognize(image, [LayoutBox("text", (0, 0, width, height))])
+    result = without_other_scripts.recognize(image, [LayoutBox("text", (0, 0, width, height))])
     assert (result.script, result.flags) == (SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,))
 
 
@@ -143,11 +153,13 @@ def test_a_large_sheet_is_read_in_bands_at_the_scale_its_print_needs(fast):
         ("receipt-lidl.jpg", SCRIPT_LATIN, ()),
     ],
 )
-def test_real_scans_in_scripts_without_a_recogniser_are_flagged_and_latin_ones_are_not(fast, name, script, flags):
+def test_real_scans_in_scripts_without_a_recogniser_are_flagged_and_latin_ones_are_not(
+    without_other_scripts, name, script, flags
+):
     """tesseract-ocr/test's upright Hebrew and Devanagari pages, and a shop receipt (see
     tests/data/README.md, orientation/)."""
     with Image.open(BUNDLED_DATA / "orientation" / name) as img:
-        read = fast.read_page(np.asarray(img.convert("RGB")))
+        read = without_other_scripts.read_page(np.asarray(img.convert("RGB")))
     assert (read.script, read.flags) == (script, flags)
     if script == SCRIPT_UNSUPPORTED:
         assert all(line.confidence >= 0.8 for line in read.lines)
@@ -155,25 +167,25 @@ def test_real_scans_in_scripts_without_a_recogniser_are_flagged_and_latin_ones_a
 
 @pytest.mark.slow  # two pages read by both heads: 2.5-3.5 s each
 @pytest.mark.parametrize("name", ["udhr_rus.pdf", "udhr_bul.pdf"])
-def test_cyrillic_pages_are_flagged_though_the_full_head_is_sure_of_their_commas(fast, name):
+def test_cyrillic_pages_are_flagged_though_the_full_head_is_sure_of_their_commas(without_other_scripts, name):
     """The UDHR in Russian and Bulgarian (the evaluation corpus's pages, bench/corpus/files/udhr):
     the full head reads Cyrillic lines as spaces and commas, confidently; that reads nothing. What
     stays reads as words or numbers: no bare punctuation, no Latin lookalikes ("CTaTbA1")."""
     with pymupdf.open(BUNDLED_DATA.parent.parent / "bench" / "corpus" / "files" / "udhr" / name) as doc:
-        read = fast.read_page(_render(doc[0]))
+        read = without_other_scripts.read_page(_render(doc[0]))
     assert (read.script, read.flags) == (SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,))
     assert all(any(c.isalnum() for c in line.text) for line in read.lines), "no lines of bare punctuation"
     share, words = script_misread_share(_text(read))
     assert share < MISREAD_SHARE, (share, words, _text(read)[:300])
 
 
-def test_a_ukrainian_page_read_confidently_as_latin_lookalikes_is_flagged(fast):
+def test_a_ukrainian_page_read_confidently_as_latin_lookalikes_is_flagged(without_other_scripts):
     """The UDHR in Ukrainian (bench/corpus/files/udhr): the Latin recogniser reads its lines at
     0.8-0.9 as "HapoAiB 06'eAHaHIx", so no line is unsure and the script check never ran; it was
     done, unflagged, at 0.01 word F1. Words no Latin-script language writes, in no language the
     identifier is sure of, flag it; what is kept reads as words."""
     with pymupdf.open(BUNDLED_DATA.parent.parent / "bench" / "corpus" / "files" / "udhr" / "udhr_ukr.pdf") as doc:
-        read = fast.read_page(_render(doc[0]))
+        read = without_other_scripts.read_page(_render(doc[0]))
     assert (read.script, read.flags) == (SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,))
     share, words = script_misread_share(_text(read))
     assert share < MISREAD_SHARE, (share, words, _text(read)[:300])

@@ -213,7 +213,8 @@ class Page(models.Model):
         max_length=16,
         blank=True,
         default="",
-        help_text="the script OCR judged the page to be written in (latin, cjk, unsupported); empty: not judged",
+        help_text="the script OCR judged the page to be written in (latin, cjk, cyrillic, hangul, arabic, hebrew, "
+        "devanagari, unsupported); empty: not judged",
     )
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_message = models.TextField(blank=True, default="")

@@ -14,6 +14,11 @@ def test_confident_latin_pages_are_not_checked():
     assert not script.needs_check([0.6, 0.98, 0.97])  # one is not evidence, even on a short page
     assert script.needs_check([0.6, 0.7, 0.99, 0.98])
     assert script.needs_check([0.65] * 11)
+    # ... but a page whose only line is unsure is: a one-word image in a script the Latin head does
+    # not know (tesseract-ocr/test's arabic.tif) was kept as nothing, unflagged.
+    assert script.needs_check([0.6])
+    assert not script.needs_check([0.9])
+    assert not script.needs_check([])
 
 
 def test_the_widest_unsure_lines_are_sampled():

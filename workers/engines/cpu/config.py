@@ -95,6 +95,13 @@ class CpuRecognizerConfig:
     # small model or flag a page no recogniser here reads (workers.engines.cpu.script). The check
     # costs nothing on a page whose lines read confidently.
     script_check: bool = True
+    # A page the script check finds in a script the PP-OCR models lack (Cyrillic, Hangul, Arabic,
+    # Hebrew, Devanagari), or in a language whose letters they cannot write (Vietnamese), is read
+    # by the Tesseract model that reads a sample of its lines clearly best, where tesserocr and
+    # the models are installed (workers.engines.cpu.other_scripts); otherwise it keeps its flag.
+    # tessdata_dir: where the models are (empty: TESSDATA_PREFIX, then the usual places).
+    other_scripts: bool = True
+    tessdata_dir: str = ""
     # A page larger than det_max_side is shrunk to fit it for detection; when that shrink is to
     # under tile_max_shrink of its size and the median line found there is under tile_min_line_px
     # (or nothing is found, or the boxes are merged blocks of small print) the page is read again

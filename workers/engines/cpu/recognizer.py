@@ -25,7 +25,7 @@ from ocrsite.memory import release_freed_memory
 from ocrsite.vocabulary import CpuModel, CpuRuntime, ErrorCode
 from workers.engines.base import EngineError, LayoutBox, Recognition, TextLine
 from workers.engines.cpu import language as language_check
-from workers.engines.cpu import letters, lexicon, tiles
+from workers.engines.cpu import letters, lexicon, other_scripts, tiles
 from workers.engines.cpu import script as script_check
 from workers.engines.cpu.budget import resolve_threads
 from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolved
@@ -374,13 +374,12 @@ class RapidOcrRecognizer:
             # unsure lines are read again too, so such a page is not (udhr_ukr: 4.1 -> 0.9 CPU-s),
             # and after, when the second reading made more of it confident.
             if self._reads_lookalikes(read):
-                return _readable_only(read), script_check.SCRIPT_UNSUPPORTED, (script_check.FLAG_SCRIPT_UNSUPPORTED,)
+                return self._unsupported(crops, read)
             read = self._reread_unsure(crops, read, runners=runners)
             if self._reads_lookalikes(read):
-                return _readable_only(read), script_check.SCRIPT_UNSUPPORTED, (script_check.FLAG_SCRIPT_UNSUPPORTED,)
+                return self._unsupported(crops, read)
             script = script_check.script_of(read)
-            read, flags = self._in_language(read, script, runners)
-            return read, script, flags
+            return self._in_language(crops, read, script, runners)
         widths = [crop.shape[1] / max(1, crop.shape[0]) for crop in crops]
         picked = script_check.sample(scores, widths)
         full = self._full_head_recognizer()
@@ -408,10 +407,57 @@ class RapidOcrRecognizer:
             for i, reading in zip(picked, again, strict=True):
                 if reading[1] > read[i][1]:
                     read[i] = reading
-            return _readable_only(read), check.script, check.flags
+            return self._unsupported(crops, read)
         read = self._reread_unsure(crops, read, dict(zip(picked, again, strict=True)), runners=runners)
-        read, flags = self._in_language(read, check.script, runners)
-        return read, check.script, (*check.flags, *flags)
+        read, script, flags = self._in_language(crops, read, check.script, runners)
+        return read, script, (*check.flags, *flags)
+
+    @functools.cached_property
+    def _other_scripts(self) -> other_scripts.OtherScriptReader | None:
+        """Tesseract's models for the scripts the PP-OCR models lack, where installed (looked for
+        the first time a page needs them: a Latin page never imports tesserocr)."""
+        if not self.config.other_scripts:
+            return None
+        reader = other_scripts.OtherScriptReader.find(self.config.tessdata_dir)
+        log.info("CPU recognizer: other scripts read by %s", reader.name if reader else "nothing (none installed)")
+        return reader
+
+    def _read_other_script(
+        self, crops: list[np.ndarray], scripts: Sequence[str] | None = None
+    ) -> tuple[list[tuple[str, float]], str] | None:
+        """Every line read by the installed model that reads a sample of them clearly best
+        (``other_scripts``), with that model's script; None where no model does or the page as a
+        whole does not read with confidence under it (the page then keeps its flag)."""
+        reader = self._other_scripts
+        if reader is None or not crops:
+            return None
+        found = reader.identify(crops, scripts)
+        if found is None:
+            return None
+        read = reader.read(found.script, crops)
+        confidence = other_scripts.page_confidence(read)
+        log.info(
+            "other scripts: %s (%s) read the sample at %.3f (next %.3f), the page at %.3f%s",
+            found.script,
+            found.model,
+            found.confidence,
+            found.runner_up,
+            confidence,
+            "" if confidence >= other_scripts.PAGE_ACCEPT else ": not kept",
+        )
+        return (read, found.script) if confidence >= other_scripts.PAGE_ACCEPT else None
+
+    def _unsupported(
+        self, crops: list[np.ndarray], read: list[tuple[str, float]]
+    ) -> tuple[list[tuple[str, float]], str, tuple[str, ...]]:
+        """A page in a script neither PP-OCR model reads: read by the model for its script where one
+        is installed and reads it with confidence; otherwise what was read with confidence (numbers,
+        Latin words) stays, the rest is lookalike symbols and is not passed off as text, and the page
+        is flagged ``script:unsupported``."""
+        other = self._read_other_script(crops)
+        if other is not None:
+            return other[0], other[1], ()
+        return _readable_only(read), script_check.SCRIPT_UNSUPPORTED, (script_check.FLAG_SCRIPT_UNSUPPORTED,)
 
     def _read_sideways(
         self, crops: list[np.ndarray], read: list[tuple[str, float]], script: str, tall: Sequence[bool]
@@ -424,7 +470,11 @@ class RapidOcrRecognizer:
         lines is vertical CJK (each glyph upright, so no turn helps) or a page on its side (the
         orientation check's business)."""
         unsure = [i for i, is_tall in enumerate(tall) if is_tall and read[i][1] < SIDEWAYS_SURE]
-        if not unsure or sum(tall) > SIDEWAYS_SHARE_MAX * len(tall) or script == script_check.SCRIPT_UNSUPPORTED:
+        if (
+            not unsure
+            or sum(tall) > SIDEWAYS_SHARE_MAX * len(tall)
+            or script not in (script_check.SCRIPT_LATIN, script_check.SCRIPT_CJK)
+        ):
             return read
         rec = self._full_head_recognizer() if script == script_check.SCRIPT_CJK else None
         turned = [np.ascontiguousarray(np.rot90(crops[i], 2)) for i in unsure]
@@ -463,18 +513,19 @@ class RapidOcrRecognizer:
         return True
 
     def _in_language(
-        self, read: list[tuple[str, float]], script: str, runners: RunnersByLine
-    ) -> tuple[list[tuple[str, float]], tuple[str, ...]]:
+        self, crops: list[np.ndarray], read: list[tuple[str, float]], script: str, runners: RunnersByLine
+    ) -> tuple[list[tuple[str, float]], str, tuple[str, ...]]:
         """A Latin page's reading with its letters as its language writes them (``letters``: the
         recogniser's runners-up decide, where the language is identified with confidence), and
         ``language:unsupported`` when that language needs letters the recognisers that read it
         (the recogniser and its re-reader) cannot write (``language.check``; the identifier loads
-        on the first page with enough text)."""
+        on the first page with enough text) — unless a model installed for that language
+        (``other_scripts.LANGUAGE_SCRIPTS``: Vietnamese) reads the page with confidence instead."""
         if not self._judges_reading(script):
-            return read, ()
+            return read, script, ()
         text = _confident_text(read)
         if not language_check.needs_check(text):
-            return read, ()
+            return read, script, ()
         if self._charset is None:
             readers = [r for r in (self._recognition, self._rereader) if r is not None]
             self._charset = language_check.charset_of(r.postprocess_op.character for r in readers)
@@ -486,10 +537,14 @@ class RapidOcrRecognizer:
                 found.missing,
                 100 * found.missing_share,
             )
+            if found.language in other_scripts.LANGUAGE_SCRIPTS:
+                other = self._read_other_script(crops, [other_scripts.LANGUAGE_SCRIPTS[found.language]])
+                if other is not None:
+                    return other[0], script, ()
         if found.sure and runners:
             written = letters.language_letters(found.language)
             read = [_as_written(reading, runners.get(i, ()), written, found.language) for i, reading in enumerate(read)]
-        return read, found.flags
+        return read, script, found.flags
 
     def _full_head_recognizer(self):
         """The small model with its full classifier (Han, kana, Latin): the recogniser or the
@@ -529,6 +584,19 @@ class RapidOcrRecognizer:
                 return self._read_crops(crops, self._full_head_recognizer(), width_step=0)
         except Exception as exc:  # as read_page
             raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"rapidocr failed: {exc}") from exc
+
+    def other_script_confidence(self, crops: list[np.ndarray]) -> float:
+        """How surely the installed model of a script the PP-OCR models lack reads these line crops
+        (BGR, text running across) in its script's letters: the sample confidence of the model that
+        reads them clearly best (``other_scripts.OtherScriptReader.identify``), 0 where none does
+        or none is installed."""
+        try:
+            with self._lock:
+                reader = self._other_scripts
+                found = reader.identify(crops) if reader is not None and crops else None
+        except Exception as exc:  # tesserocr raises plain exceptions too
+            raise EngineError(ErrorCode.ENGINE_OCR_FAILED, f"tesseract failed: {exc}") from exc
+        return found.confidence if found else 0.0
 
     @staticmethod
     def _rereads(config: CpuRecognizerConfig) -> bool:

@@ -13,10 +13,11 @@ and what that reading is made of decides:
 * ``latin``: the sample reads confidently but is not CJK (a faint or small-print Latin page): the
   page keeps what the Latin recogniser read.
 * ``unsupported``: neither recogniser reads the sample with confidence, or the full head is sure
-  of almost nothing in it (spaces and commas: what it makes of Cyrillic, ``MIN_CHARS_PER_HEIGHT``). No recogniser shipped here
+  of almost nothing in it (spaces and commas: what it makes of Cyrillic, ``MIN_CHARS_PER_HEIGHT``). No recogniser in a wheel
   knows Hangul, Cyrillic, Arabic, Hebrew or Devanagari (the registries were searched:
-  docs/benchmarks.md), so such a page is flagged ``script:unsupported`` rather than passed off
-  as read. A Latin page too damaged for either recogniser to read with confidence is flagged the
+  docs/benchmarks.md): such a page is read by Tesseract's model for its script where one is
+  installed and reads it with confidence (``other_scripts``), and is otherwise flagged
+  ``script:unsupported`` rather than passed off as read. A Latin page too damaged for either recogniser to read with confidence is flagged the
   same way: the flag says no recogniser here could read it, whatever the cause.
 
 * A page read with confidence can still be misread: the Latin recogniser reads Ukrainian print,
@@ -97,7 +98,9 @@ def is_cjk(ch: str) -> bool:
 def needs_check(scores: Sequence[float]) -> bool:
     """Whether the Latin recogniser's confidences over a page's lines say its script must be checked."""
     unsure = sum(1 for s in scores if s < UNSURE_BELOW)
-    return unsure >= CHECK_MIN_LINES and unsure >= CHECK_SHARE * len(scores)
+    # Every line unsure is evidence however few there are: a one-word image in Arabic read under
+    # the Latin head was kept as nothing, unflagged.
+    return (unsure >= CHECK_MIN_LINES or unsure == len(scores) > 0) and unsure >= CHECK_SHARE * len(scores)
 
 
 def sample(scores: Sequence[float], widths: Sequence[float], n: int = SAMPLE_LINES) -> list[int]:

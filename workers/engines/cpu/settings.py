@@ -35,5 +35,7 @@ def recognizer_from_settings(s: DeploymentSettings) -> CpuRecognizerConfig:
             det_limit_side="OCR_DET_LIMIT_SIDE",
             det_limit_type="OCR_DET_LIMIT_TYPE",
             model_cache_dir="OCR_MODEL_CACHE_DIR",
+            other_scripts="OCR_OTHER_SCRIPTS",
+            tessdata_dir="OCR_TESSDATA_DIR",
         ),
     )
