@@ -84,7 +84,11 @@ def recognizer(engine: str) -> Recognizer:
 def orientation_reader() -> OrientationReader:
     """What ingest reads scanned pages with to find which way is up: built once per process, in
     the worker before ingest forks its PDF reader (which then uses the same models)."""
-    return OrientationReader(model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR))
+    return OrientationReader(
+        model_cache_dir=str(settings.OCR_MODEL_CACHE_DIR),
+        other_scripts=settings.OCR_OTHER_SCRIPTS,
+        tessdata_dir=settings.OCR_TESSDATA_DIR,
+    )
 
 
 def text_layer() -> textlayer.TextLayerConfig:

@@ -20,14 +20,24 @@ from ocrsite.vocabulary import PageFlag
 from tests.support.documents import BUNDLED_DATA, dev_file
 from workers.content.orientation import Orientation, decide, find_orientation, turn_upright, upright
 from workers.engines.cpu.orientation import OrientationReader
+from workers.engines.cpu.other_scripts import OtherScriptReader
 
 PAGES = BUNDLED_DATA / "orientation"
 BULLETIN = PAGES / "la-precinct-bulletin-2014-p1.pdf"
 
 
 @functools.cache
-def reader() -> OrientationReader:
-    return OrientationReader()
+def reader(other_scripts: bool = True) -> OrientationReader:
+    """The check's reader; ``other_scripts=False`` stands for a machine without Tesseract's models
+    for the scripts the PP-OCR models lack (OCR_OTHER_SCRIPTS=false)."""
+    return OrientationReader(other_scripts=other_scripts)
+
+
+SCRIPT_MODELS = OtherScriptReader.find() is not None
+needs_script_models = pytest.mark.skipif(
+    not SCRIPT_MODELS,
+    reason="Tesseract's models for other scripts are not installed here (bash .ci/script-models.sh installs them)",
+)
 
 
 def _image(path) -> np.ndarray:
@@ -71,11 +81,28 @@ def test_page_turned_every_way_comes_back_upright(page, rotation):
 
 @pytest.mark.parametrize("name", ["hebtypo.jpg", "devatest.png"])
 def test_other_scripts_upright_stay_upright(name):
-    """Hebrew and Devanagari: the recogniser reads neither, so nothing confirms a turn (the line
-    classifier calls upright Hebrew upside down): the page stays, flagged as unconfirmed."""
-    found = find_orientation(_image(PAGES / name), reader())
+    """Hebrew and Devanagari without models for them: the recognisers read neither, so nothing
+    confirms a turn (the line classifier calls upright Hebrew upside down): the page stays,
+    flagged as unconfirmed."""
+    found = find_orientation(_image(PAGES / name), reader(other_scripts=False))
     assert found.rotation == 0, found
     assert found.flags == (PageFlag.ORIENTATION_UNSURE,)
+
+
+@needs_script_models
+@pytest.mark.slow  # each page sampled by the PP-OCR readers both ways, then by Tesseract's models: 2-7 s
+@pytest.mark.parametrize(
+    ("name", "rotation"),
+    [("hebtypo.jpg", 0), ("hebtypo.jpg", 180), ("devatest.png", 0), ("devatest.png", 270)],
+)
+def test_other_scripts_are_turned_by_reading_in_their_script(name, rotation):
+    """With Tesseract's models for the script (workers/engines/cpu/other_scripts.py): the lines read
+    in Hebrew (Devanagari) letters one way up and not the other, so the page is confirmed upright,
+    or turned back, whichever way it came; before, both stayed unsure at 0 (above)."""
+    image = _image(PAGES / name)
+    turned, found = upright(_turned(image, rotation), reader())
+    assert (found.rotation, found.unsure) == (rotation, False), found
+    assert np.array_equal(turned, image)
 
 
 @pytest.mark.parametrize("rotation", [0, 180])
@@ -91,8 +118,8 @@ def test_an_upright_japanese_page_is_confirmed_and_comes_back_upright(rotation):
 
 @pytest.mark.parametrize("rotation", [90, 180, 270])
 def test_weak_evidence_leaves_the_page_as_it_stands_and_flags_it(rotation):
-    """Hebrew turned over or sideways: no reading confirms any turn, so none is made."""
-    found = find_orientation(_turned(_image(PAGES / "hebtypo.jpg"), rotation), reader())
+    """Hebrew turned over or sideways, no model for it: no reading confirms any turn, so none is made."""
+    found = find_orientation(_turned(_image(PAGES / "hebtypo.jpg"), rotation), reader(other_scripts=False))
     assert (found.rotation, found.unsure) == (0, True), found
 
 

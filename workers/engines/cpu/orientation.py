@@ -44,7 +44,7 @@ class OrientationReader:
 
     name = "rapidocr:PP-OCRv6 det tiny, rec tiny (full), cls ppocr-mobile-v2.0"
 
-    def __init__(self, model_cache_dir: str = "") -> None:
+    def __init__(self, model_cache_dir: str = "", *, other_scripts: bool = True, tessdata_dir: str = "") -> None:
         # Each model loads when a page first needs it (a blank page needs none).
         self._ocr = RapidOcrRecognizer(
             CpuRecognizerConfig(
@@ -64,6 +64,9 @@ class OrientationReader:
                 reread_below=0.0,
                 runtime=CpuRuntime.ONNXRUNTIME,
                 model_cache_dir=model_cache_dir,
+                # Tesseract's models for the scripts the PP-OCR models lack (``read_in_script``).
+                other_scripts=other_scripts,
+                tessdata_dir=tessdata_dir,
             )
         )
 
@@ -127,6 +130,12 @@ class OrientationReader:
         # The small model's full head: the tiny one's dictionary has no kana, so an upright
         # Japanese page reads weakly both ways under it. Built on the first page that needs it.
         return self._ocr.read_crops_full_head([as_bgr(c) for c in crops]) if crops else []
+
+    def read_in_script(self, crops: Sequence[np.ndarray]) -> float:
+        # Tesseract's model for the script the sample is in (Cyrillic, Hangul, Arabic, Hebrew,
+        # Devanagari), where one reads it clearly best in its letters; loaded on first need, so a
+        # page either PP-OCR reader settles never imports tesserocr.
+        return self._ocr.other_script_confidence([as_bgr(c) for c in crops]) if crops else 0.0
 
 
 def _short_sides(quads: np.ndarray) -> np.ndarray:
