@@ -19,7 +19,7 @@ from apps.jobs.documents import render_pdf_page
 from apps.jobs.models import Page
 from bench.accuracy import json_text, word_scores
 from ocrsite.vocabulary import PageFlag
-from tests.support.console import client_for, make_operator, scrape, submit_bytes, workers_of_our_own
+from tests.support.console import client_for, make_operator, read_on_a_worker_of_our_own, scrape, submit_bytes
 from tests.support.documents import BUNDLED_DATA, dev_file
 from tests.support.jobs_api import upload, wait_for_job
 from workers.engines import textlayer
@@ -74,13 +74,8 @@ def test_unreadable_scan_is_left_as_submitted_and_flagged_everywhere(api, start_
     and the job — in the JSON, the console and /metrics. (Its lookalike Latin symbols are not kept
     as text, so no confidence is left to be low: script:unsupported says why.)"""
     settings.METRICS_CACHE_SECONDS = 0
-    with workers_of_our_own():
-        ours = start_worker(env={"OCR_OTHER_SCRIPTS": "false"}, name="no-other-scripts-rotation")
-        resp = upload(api, "hebtypo.jpg", data=(BUNDLED_DATA / "orientation" / "hebtypo.jpg").read_bytes())
-        assert resp.status_code == 202, resp.content
-        job_id = resp.json()["id"]
-        done = wait_for_job(api, job_id, timeout=600)
-        ours.stop()
+    data = (BUNDLED_DATA / "orientation" / "hebtypo.jpg").read_bytes()
+    job_id, done = read_on_a_worker_of_our_own(api, start_worker, "hebtypo.jpg", data, {"OCR_OTHER_SCRIPTS": "false"})
     assert done["status"] == "done", done
     result = json.loads(api.get(f"/api/v1/jobs/{job_id}/result?format=json").content)
     [page] = result["pages"]

@@ -21,7 +21,7 @@ from apps.jobs.models import Page
 from bench.accuracy import char_scores, json_text, word_scores
 from bench.evaluation.corpus import FILES as CORPUS_FILES
 from ocrsite.vocabulary import PageFlag
-from tests.support.console import client_for, make_operator, scrape, workers_of_our_own
+from tests.support.console import client_for, make_operator, read_on_a_worker_of_our_own, scrape
 from tests.support.documents import BUNDLED_DATA
 from tests.support.jobs_api import upload, wait_for_job
 from workers.engines.cpu.language import FLAG_LANGUAGE_UNSUPPORTED
@@ -85,13 +85,7 @@ def test_without_models_for_their_scripts_pages_are_flagged_everywhere(api, star
     /metrics, never passed off as read; the Japanese page reads as before."""
     settings.METRICS_CACHE_SECONDS = 0
     data, truths = _scan(SCRIPT_DATA / "japanese_text.pdf", SCRIPT_DATA / "korean_text.pdf", VIETNAMESE)
-    with workers_of_our_own():
-        ours = start_worker(env={"OCR_OTHER_SCRIPTS": "false"}, name="no-other-scripts")
-        resp = upload(api, "cjk.pdf", data=data)
-        assert resp.status_code == 202, resp.content
-        job_id = resp.json()["id"]
-        done = wait_for_job(api, job_id, timeout=600)
-        ours.stop()
+    job_id, done = read_on_a_worker_of_our_own(api, start_worker, "cjk.pdf", data, {"OCR_OTHER_SCRIPTS": "false"})
     assert done["status"] == "done", done
     result = json.loads(api.get(f"/api/v1/jobs/{job_id}/result?format=json").content)
     japanese, korean, vietnamese = result["pages"]

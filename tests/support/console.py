@@ -163,3 +163,19 @@ def stored_job(
                 flags=["loop-cut"] if r == 1 else [],
             )
     return job
+
+
+def read_on_a_worker_of_our_own(api, start_worker, name: str, data: bytes, env: dict[str, str]) -> tuple[str, dict]:
+    """Upload ``data`` (as ``name``) and wait for its job on a worker started here with ``env``,
+    the running ones paused (``workers_of_our_own``): a deployment configured otherwise than the
+    session's shared worker. The job's id and its final status."""
+    from tests.support.jobs_api import upload, wait_for_job
+
+    with workers_of_our_own():
+        ours = start_worker(env=env, name=f"own-{name.replace('.', '-')}")
+        resp = upload(api, name, data=data)
+        assert resp.status_code == 202, resp.content
+        job_id = resp.json()["id"]
+        done = wait_for_job(api, job_id, timeout=600)
+        ours.stop()
+    return job_id, done
