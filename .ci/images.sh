@@ -44,6 +44,14 @@ build() {  # target
 # not vLLM itself.
 for target in app layout-gpu vllm postgres redis s3; do build "$target"; done
 
+say "app: Tesseract's models for the other scripts are where the CPU engine looks, all six"
+podman run -i --rm --no-healthcheck --network host "$PREFIX-app:$TAG" python - <<'PY' || die "app image: other-script models"
+from workers.engines.cpu.other_scripts import MODELS, OtherScriptReader
+reader = OtherScriptReader.find()
+assert reader is not None and set(reader.models) == set(MODELS), reader
+print(reader.name, reader.folder)
+PY
+
 say "layout-gpu: paddleocr imports; an empty model directory fails naming the setting"
 podman run -i --rm --no-healthcheck --network host "$PREFIX-layout-gpu:$TAG" python - <<'PY' || die "layout-gpu image checks"
 import tempfile
