@@ -153,7 +153,7 @@ def _read_axis(image, quads, w, h, reader: LineReader, *, sideways: bool) -> Ori
     if not found.unsure:
         return found
     if sideways:
-        return _in_script(found, [_line_crop(image, quads[i], base, IN_SCRIPT_ASPECT) for i in order], reader)
+        return _in_script(found, image, quads, order, reader)
     # The first recogniser may not know the page's script (the tiny model has no kana: upright
     # Japanese reads ~0.76 as it stands, ~0.48 turned): a recogniser of more scripts reads the
     # same lines both ways, counting only the letters and digits it reads (a recogniser that does
@@ -169,20 +169,21 @@ def _read_axis(image, quads, w, h, reader: LineReader, *, sideways: bool) -> Ori
     )
     if not again.unsure:
         return again
-    return _in_script(found, [_line_crop(image, quads[i], base, IN_SCRIPT_ASPECT) for i in order], reader)
+    return _in_script(found, image, quads, order, reader)
 
 
-def _in_script(found: Orientation, crops: list[np.ndarray], reader: LineReader) -> Orientation:
+def _in_script(found: Orientation, image: np.ndarray, quads: np.ndarray, order, reader: LineReader) -> Orientation:
     """A page neither recogniser settles (a script both lack: Hebrew, Devanagari, Hangul, Cyrillic,
     Arabic) read both ways by the model of its script where one is installed (``read_in_script``):
     the way its lines read in that script's letters, clearly better than the other, wins. The
     line-angle classifier has no say here: trained on Chinese and English lines, it calls upright
-    Hebrew upside down. No model, or no clear winner: ``found`` (unsure) stands. ``crops``: the
-    sample's lines cut to IN_SCRIPT_ASPECT, not MAX_ASPECT (Tesseract reads a line cut through
-    a word far less surely: upright Korean 0.63 cut at 8 heights)."""
+    Hebrew upside down. No model, or no clear winner: ``found`` (unsure) stands. The sample's
+    lines (``order`` of ``quads``) are cut again to IN_SCRIPT_ASPECT, not MAX_ASPECT (Tesseract
+    reads a line cut through a word far less surely: upright Korean 0.63 cut at 8 heights)."""
+    base = 90 if found.sideways else 0
+    crops = [_line_crop(image, quads[i], base, IN_SCRIPT_ASPECT) for i in order]
     turned = [np.ascontiguousarray(c[::-1, ::-1]) for c in crops]
     first, second = reader.read_in_script(crops), reader.read_in_script(turned)
-    base = 90 if found.sideways else 0
     evidence = {"lines": found.lines, "sideways": found.sideways, "read": (first, second), "flipped": found.flipped}
     if first >= IN_SCRIPT_MIN and first - second >= IN_SCRIPT_MARGIN:
         return Orientation(base, **evidence)

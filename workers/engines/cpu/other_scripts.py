@@ -53,7 +53,7 @@ LETTERS: dict[str, tuple[tuple[int, int], ...]] = {
 }
 # A sample's reading is in a script when at least this share of its characters (spaces aside) are
 # the script's letters: digits and punctuation are shared by all, a line of them proves nothing.
-IN_SCRIPT_MIN = 0.5
+SCRIPT_SHARE_MIN = 0.5
 # Models of a Latin script: chosen only by the language check (a Latin page whose language's
 # letters the recogniser lacks), never by ``identify``'s default, where any Latin page would read
 # well under them (an English line: 0.86-0.91 under Vietnamese).
@@ -167,7 +167,7 @@ class OtherScriptReader:
 
     def identify(self, crops: Sequence[np.ndarray], scripts: Sequence[str] | None = None) -> Identified | None:
         """The script whose model reads the page's widest lines clearly best (``SURE``/``ACCEPT``,
-        ``MARGIN``) in that script's letters (``IN_SCRIPT_MIN``), or None. ``scripts``: the candidates
+        ``MARGIN``) in that script's letters (``SCRIPT_SHARE_MIN``), or None. ``scripts``: the candidates
         (default: every installed one not of a Latin script, ``LATIN_SCRIPTS``)."""
         wanted = scripts or [s for s in self.models if s not in LATIN_SCRIPTS]
         candidates = [s for s in wanted if s in self.models]
@@ -182,7 +182,7 @@ class OtherScriptReader:
             # A reading not in the model's script counts for nothing, however sure (above).
             written = in_script(script, " ".join(text for text, _conf in read))
             scores[script] = (
-                float(np.mean([conf for _text, conf in read])) if read and written >= IN_SCRIPT_MIN else 0.0
+                float(np.mean([conf for _text, conf in read])) if read and written >= SCRIPT_SHARE_MIN else 0.0
             )
             top = sorted(scores.values(), reverse=True)
             # Sure, and clearly surer than one other model: the rest need not read (a batch's next
@@ -197,9 +197,3 @@ class OtherScriptReader:
             return None
         self._last = best
         return Identified(best, self.models[best], round(best_score, 4), round(runner_up, 4))
-
-
-def page_confidence(read: Sequence[tuple[str, float]]) -> float:
-    """The reading's character-weighted confidence (0 where nothing was read)."""
-    chars = sum(len(text) for text, _ in read)
-    return sum(len(text) * conf for text, conf in read) / chars if chars else 0.0

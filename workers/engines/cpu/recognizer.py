@@ -23,6 +23,7 @@ import numpy as np
 
 from ocrsite.memory import release_freed_memory
 from ocrsite.vocabulary import CpuModel, CpuRuntime, ErrorCode
+from workers.content.confidence import page_confidence
 from workers.engines.base import EngineError, LayoutBox, Recognition, TextLine
 from workers.engines.cpu import language as language_check
 from workers.engines.cpu import letters, lexicon, other_scripts, tiles
@@ -379,7 +380,8 @@ class RapidOcrRecognizer:
             if self._reads_lookalikes(read):
                 return self._unsupported(crops, read)
             script = script_check.script_of(read)
-            return self._in_language(crops, read, script, runners)
+            read, flags = self._in_language(crops, read, script, runners)
+            return read, script, flags
         widths = [crop.shape[1] / max(1, crop.shape[0]) for crop in crops]
         picked = script_check.sample(scores, widths)
         full = self._full_head_recognizer()
@@ -409,8 +411,8 @@ class RapidOcrRecognizer:
                     read[i] = reading
             return self._unsupported(crops, read)
         read = self._reread_unsure(crops, read, dict(zip(picked, again, strict=True)), runners=runners)
-        read, script, flags = self._in_language(crops, read, check.script, runners)
-        return read, script, (*check.flags, *flags)
+        read, flags = self._in_language(crops, read, check.script, runners)
+        return read, check.script, (*check.flags, *flags)
 
     @functools.cached_property
     def _other_scripts(self) -> other_scripts.OtherScriptReader | None:
@@ -435,7 +437,7 @@ class RapidOcrRecognizer:
         if found is None:
             return None
         read = reader.read(found.script, crops)
-        confidence = other_scripts.page_confidence(read)
+        confidence = page_confidence(read) or 0.0
         log.info(
             "other scripts: %s (%s) read the sample at %.3f (next %.3f), the page at %.3f%s",
             found.script,
@@ -514,7 +516,7 @@ class RapidOcrRecognizer:
 
     def _in_language(
         self, crops: list[np.ndarray], read: list[tuple[str, float]], script: str, runners: RunnersByLine
-    ) -> tuple[list[tuple[str, float]], str, tuple[str, ...]]:
+    ) -> tuple[list[tuple[str, float]], tuple[str, ...]]:
         """A Latin page's reading with its letters as its language writes them (``letters``: the
         recogniser's runners-up decide, where the language is identified with confidence), and
         ``language:unsupported`` when that language needs letters the recognisers that read it
@@ -522,10 +524,10 @@ class RapidOcrRecognizer:
         on the first page with enough text) — unless a model installed for that language
         (``other_scripts.LANGUAGE_SCRIPTS``: Vietnamese) reads the page with confidence instead."""
         if not self._judges_reading(script):
-            return read, script, ()
+            return read, ()
         text = _confident_text(read)
         if not language_check.needs_check(text):
-            return read, script, ()
+            return read, ()
         if self._charset is None:
             readers = [r for r in (self._recognition, self._rereader) if r is not None]
             self._charset = language_check.charset_of(r.postprocess_op.character for r in readers)
@@ -540,11 +542,11 @@ class RapidOcrRecognizer:
             if found.language in other_scripts.LANGUAGE_SCRIPTS:
                 other = self._read_other_script(crops, [other_scripts.LANGUAGE_SCRIPTS[found.language]])
                 if other is not None:
-                    return other[0], script, ()
+                    return other[0], ()
         if found.sure and runners:
             written = letters.language_letters(found.language)
             read = [_as_written(reading, runners.get(i, ()), written, found.language) for i, reading in enumerate(read)]
-        return read, script, found.flags
+        return read, found.flags
 
     def _full_head_recognizer(self):
         """The small model with its full classifier (Han, kana, Latin): the recogniser or the
