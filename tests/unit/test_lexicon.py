@@ -53,3 +53,69 @@ def test_the_fewest_changes_win():
     text = "insanlik"
     runners = [_runner(text, 6, ("ı", 0.2)), _runner(text, 0, ("ı", 0.1))]
     assert lexicon.corrected(text, runners, "tr") == "insanlık"
+
+
+# A second reading of the line (Tesseract's Latin model, recognizer._reread_unknown_words) taken
+# word by word where the evidence says it is the better one (lexicon.merged), nowhere else. The
+# lines are as read on the corpus's Declarations (bench/results/eval-2026-12-07.md).
+
+
+def test_a_second_reading_replaces_a_misread_word_with_a_known_one_and_nothing_else():
+    ours = "bulunduğu memleket veya üükenin siyasi, hükuki veya milletlerarası statüsü"
+    theirs = "bulunduğu memleket veya ülkenin siyasi, hukuki veya milletlerarasi statüsü"
+    # "milletlerarasi" is unknown (Tesseract dropped the dotless ı): the known word as read stays.
+    assert lexicon.merged(ours, theirs, "tr") == (
+        "bulunduğu memleket veya ülkenin siyasi, hukuki veya milletlerarası statüsü"
+    )
+
+
+def test_a_word_joined_by_one_reader_is_split_where_the_other_reads_two_known_words():
+    assert lexicon.merged("mu zacházenínebo trestu", "mu zacházení nebo trestu", "cs") == "mu zacházení nebo trestu"
+
+
+def test_a_word_too_rare_for_the_list_is_taken_only_where_our_runners_up_agree():
+    # "bulunmalarına" is not in wordfreq's small Turkish list, nor is the misreading; the second
+    # reading's ı was the recogniser's own runner-up to i there, so the two readers agree.
+    ours = "beyan etmiş bulunmalarina,"
+    theirs = "beyan etmiş bulunmalarına,"
+    assert lexicon.zipf("bulunmalarına", "tr") == 0
+    at = ours.index("bulunmalarina") + 10
+    assert lexicon.merged(ours, theirs, "tr", [_runner(ours, at, ("ı", 0.05))]) == theirs
+    # Without that runner-up, nothing says which reading is right: ours stays.
+    assert lexicon.merged(ours, theirs, "tr", [_runner(ours, at - 3, ("e", 0.5))]) == ours
+
+
+def test_an_ascii_letter_gives_way_to_a_common_letter_of_the_language_from_the_second_reading():
+    ours, theirs = "w Paryżu, uchwalita 10 grudnia", "w Paryżu, uchwaliła 10 grudnia"
+    assert lexicon.zipf("uchwaliła", "pl") == 0  # too rare for the small list
+    assert lexicon.merged(ours, theirs, "pl", preferred=frozenset("ąćęłńóśźżĄĆĘŁŃÓŚŹŻ")) == theirs
+    assert lexicon.merged(ours, theirs, "pl") == ours
+
+
+def test_known_words_digits_and_whole_lines_are_never_traded():
+    # Our words are all known: a different second reading changes nothing.
+    assert lexicon.merged("Wszyscy ludzie rodzą się wolni", "Wszyscy ludzie rodza sie wolni", "pl") == (
+        "Wszyscy ludzie rodzą się wolni"
+    )
+    # The misread word's run holds a number the second reading reads otherwise: left as read.
+    assert lexicon.merged("artykut 12 praw", "artykuł 13 praw", "pl") == "artykut 12 praw"
+    # Nothing to merge with.
+    assert lexicon.merged("artykut", "", "pl") == "artykut"
+
+
+def test_doubted_words_are_unknown_words_with_a_runner_up_in_them():
+    text = "Beyannamesini tedbirlerie gerek"
+    at = text.index("tedbirlerie") + 9
+    assert lexicon.unknown_words(text, "tr") == ["Beyannamesini", "tedbirlerie"]
+    assert lexicon.doubted_words(text, [_runner(text, at, ("l", 0.3))], "tr") == ["tedbirlerie"]
+    assert lexicon.doubted_words(text, [], "tr") == []
+
+
+def test_turkish_capital_i_without_its_dot_is_no_word():
+    # In Turkish the capital of i is İ and I is ı's: "Insanlık" is the recogniser missing İ's dot,
+    # and "İnsanlık" a word, where str.lower says the opposite ("insanlık"; "i̇nsanlık" with a
+    # combining dot, no word).
+    assert lexicon.lowered("Insanlık", "tr") == "ınsanlık" and lexicon.lowered("İnsanlık", "tr") == "insanlık"
+    assert lexicon.unknown_words("Insanlık vicdanını", "tr") == ["Insanlık"]
+    assert lexicon.unknown_words("İnsanlık vicdanını", "tr") == []
+    assert lexicon.lowered("Insel", "de") == "insel"

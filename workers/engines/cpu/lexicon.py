@@ -17,6 +17,11 @@ that meets a few languages would keep. A word is read again only when
 
 Nothing is read again and no letter the recogniser did not offer is ever written: names, codes
 and numbers stay as read unless the recogniser itself offered a known word.
+
+What that leaves (a doubled letter, a right letter under 2 %, a word too rare for the small list)
+the recogniser may have read again by Tesseract's model of the language
+(``recognizer._reread_unknown_words``, the lines holding ``doubted_words``); ``merged`` decides,
+word by word, where that second reading is taken.
 """
 
 from __future__ import annotations
@@ -45,6 +50,18 @@ def covers(language: str) -> bool:
     return language in available_languages(WORDLIST)
 
 
+# Languages whose dotless ı is a letter of its own: there the capital I is ı's, and İ is i's.
+DOTTED_I_LANGUAGES = frozenset({"tr", "az"})
+_DOTTED_I = str.maketrans({"I": "ı", "İ": "i"})
+
+
+def lowered(word: str, language: str) -> str:
+    """``word`` in lower case as ``language`` writes it: in Turkish "Insanlık" is "ınsanlık", no
+    word, where ``str.lower`` makes it "insanlık" and hides that the recogniser missed İ's dot
+    (and makes the right "İnsanlık" "i̇nsanlık", with a combining dot: no word either)."""
+    return (word.translate(_DOTTED_I) if language in DOTTED_I_LANGUAGES else word).lower()
+
+
 @functools.lru_cache(maxsize=65536)
 def zipf(word: str, language: str) -> float:
     from wordfreq import zipf_frequency
@@ -62,7 +79,7 @@ def corrected(text: str, runners: Sequence[Runners], language: str) -> str:
     for match in _WORD.finditer(text):
         start, end = match.span()
         word = match.group()
-        if end - start < MIN_LETTERS or zipf(word.lower(), language) > 0:
+        if end - start < MIN_LETTERS or zipf(lowered(word, language), language) > 0:
             continue
         options = [
             (i, tuple(_in_case(ch, text[i]) for ch, _share in by_position[i].letters))
@@ -84,7 +101,7 @@ def _best_spelling(word: str, start: int, options: list[tuple[int, tuple[str, ..
                 for (i, _alternatives), letter in zip(chosen, letters, strict=True):
                     spelled[i - start] = letter
                 candidate = "".join(spelled)
-                found = zipf(candidate.lower(), language)
+                found = zipf(lowered(candidate, language), language)
                 if found > best_zipf:
                     best, best_zipf = candidate, found
         if best is not None:
@@ -97,3 +114,109 @@ def _in_case(letter: str, read: str) -> str:
     if read.isupper() and len(letter.upper()) == 1:
         return letter.upper()
     return letter.lower() if read.islower() else letter
+
+
+# A word of fewer letters is not judged by ``unknown_words`` and ``merged``: one- and two-letter
+# words are abbreviations, initials and numerals as often as words.
+CHECKED_MIN_LETTERS = 3
+_TOKEN_DIGITS = re.compile(r"\d")
+
+
+def unknown_words(text: str, language: str) -> list[str]:
+    """The words of ``text`` (``CHECKED_MIN_LETTERS`` letters or more) that ``language``'s list lacks."""
+    return [
+        word
+        for word in _WORD.findall(text)
+        if len(word) >= CHECKED_MIN_LETTERS and zipf(lowered(word, language), language) == 0
+    ]
+
+
+def doubted_words(text: str, runners: Sequence[Runners], language: str) -> list[str]:
+    """The unknown words of ``text`` (``unknown_words``) of which the recogniser doubted a letter:
+    one of their letters had a runner-up (``runners``, positions in ``text``). A word read with
+    no doubt at all is a rare word of the language more often than a misreading (a Turkish
+    Declaration's "Beyannamesini": most of its lines hold one), and is not read again."""
+    doubted = {r.position for r in runners}
+    return [
+        m.group()
+        for m in _WORD.finditer(text)
+        if len(m.group()) >= CHECKED_MIN_LETTERS
+        and zipf(lowered(m.group(), language), language) == 0
+        and any(i in doubted for i in range(*m.span()))
+    ]
+
+
+def _standing(tokens: Sequence[str], language: str) -> int:
+    """How well a run of tokens reads in ``language``: its known words less its unknown ones."""
+    words = [w for token in tokens for w in _WORD.findall(token) if len(w) >= CHECKED_MIN_LETTERS]
+    return sum(1 if zipf(lowered(w, language), language) > 0 else -1 for w in words)
+
+
+def merged(
+    ours: str, theirs: str, language: str, runners: Sequence[Runners] = (), preferred: frozenset[str] = frozenset()
+) -> str:
+    """``ours`` with words taken from ``theirs`` (another recogniser's reading of the same line)
+    where the evidence says they are the better reading, and only there:
+
+    - a run of words holding a word ``language`` does not use, where the same place's run in
+      ``theirs`` reads better in the language (``_standing``: a misread word for a known one, a
+      word split or joined) and holds the same digits;
+    - a word ``language``'s list does not know, where ``theirs`` spells it differently only in
+      letters that were our recogniser's own runners-up there (``runners``, positions in
+      ``ours``: the two readers agree on each letter changed, as on the Turkish "bulunmalarına",
+      too rare for the list, read "bulunmalarina" with ı a runner-up of i), or that are the
+      language's own common letters beyond ASCII (``preferred``, ``letters.LanguageLetters``)
+      where ours read an ASCII letter (the Polish "uchwaliła" read "uchwalita").
+
+    Runs are matched by their words as written (``difflib``), so a word split or joined
+    differently still lines up; nothing else of ``ours`` changes."""
+    import difflib
+
+    spans = [(m.start(), m.group()) for m in re.finditer(r"\S+", ours)]
+    other = theirs.split()
+    if not spans or not other:
+        return ours
+    mine = [token for _start, token in spans]
+    offered: dict[int, set[str]] = {}
+    for r in runners:
+        offered.setdefault(r.position, set()).update(lowered(ch, language) for ch, _share in r.letters)
+    out: list[str] = []
+    changed = False
+    matcher = difflib.SequenceMatcher(a=mine, b=other, autojunk=False)
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        run, instead = mine[a0:a1], other[b0:b1]
+        if op != "replace" or not unknown_words(" ".join(run), language):
+            out.extend(run)
+        elif _standing(instead, language) > _standing(run, language) and _same_digits(run, instead):
+            out.extend(instead)
+            changed = True
+        elif len(run) == len(instead):
+            for k, (token, alternative) in enumerate(zip(run, instead, strict=True)):
+                agreed = unknown_words(token, language) and _agrees(
+                    token, alternative, spans[a0 + k][0], offered, preferred, language
+                )
+                out.append(alternative if agreed else token)
+                changed |= bool(agreed)
+        else:
+            out.extend(run)
+    return " ".join(out) if changed else ours
+
+
+def _same_digits(run: Sequence[str], instead: Sequence[str]) -> bool:
+    return _TOKEN_DIGITS.findall(" ".join(run)) == _TOKEN_DIGITS.findall(" ".join(instead))
+
+
+def _agrees(
+    token: str, alternative: str, start: int, offered: dict[int, set[str]], preferred: frozenset[str], language: str
+) -> bool:
+    """Whether ``alternative`` differs from ``token`` (at ``start`` in the line) only in letters
+    our recogniser offered as runners-up at those places (``offered``) or, for an ASCII letter of
+    ours, in the language's common letters beyond ASCII (``preferred``)."""
+    if len(alternative) != len(token) or alternative == token:
+        return False
+    return all(
+        a == b
+        or (b.isalpha() and lowered(b, language) in offered.get(start + k, ()))
+        or (a.isascii() and b in preferred)
+        for k, (a, b) in enumerate(zip(token, alternative, strict=True))
+    )
