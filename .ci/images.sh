@@ -44,12 +44,15 @@ build() {  # target
 # not vLLM itself.
 for target in app layout-gpu vllm postgres redis s3; do build "$target"; done
 
-say "app: Tesseract's models for the other scripts are where the CPU engine looks, all six"
+say "app: Tesseract's models for the other scripts and the Latin-script languages are where the CPU engine looks"
 podman run -i --rm --no-healthcheck --network host "$PREFIX-app:$TAG" python - <<'PY' || die "app image: other-script models"
 from workers.engines.cpu.other_scripts import MODELS, OtherScriptReader
 reader = OtherScriptReader.find()
 assert reader is not None and set(reader.models) == set(MODELS), reader
-print(reader.name, reader.folder)
+languages = "fr de es it pt nl pl cs sk tr ro hu sv da no fi hr sl lt lv et ca".split()
+missing = [code for code in languages if reader.language_model(code) is None]
+assert not missing, missing
+print(reader.name, reader.folder, len(languages), "language models")
 PY
 
 say "layout-gpu: paddleocr imports; an empty model directory fails naming the setting"

@@ -116,3 +116,48 @@ def test_latin_lines_are_not_claimed_by_another_scripts_model():
     assert READER.identify(crops) is None  # every installed model but the Latin script's
     # ... while the Vietnamese model, a Latin script's, reads English as surely as its own.
     assert READER.identify(crops, ["vietnamese"]) is not None
+
+
+LANGUAGE_MODELS = pytest.mark.skipif(
+    READER is None or any(READER.language_model(code) is None for code in ("pl", "cs", "tr")),
+    reason="Tesseract's Polish, Czech and Turkish models are not installed here (bash .ci/script-models.sh installs them)",
+)
+
+
+@LANGUAGE_MODELS
+@pytest.mark.slow  # each page read twice, once with the language model's second reading: ~6 s each
+@pytest.mark.parametrize(
+    ("name", "at_least"),
+    [("udhr_pol", 0.995), ("udhr_ces", 0.995), ("udhr_tur", 0.99)],
+)
+def test_words_a_language_does_not_use_are_read_again_by_its_model(fast, tmp_path, name, at_least):
+    """The Declaration in Polish, Czech and Turkish: the lines still holding a word the language
+    does not use after the runners-up had their say are read by Tesseract's model for the page's
+    language and its words kept where the vocabulary or the recogniser's runners-up agree
+    (recognizer._reread_unknown_words). Word F1 without the second reading on 2026-12-07: 0.986,
+    0.994, 0.980 (Tesseract alone, with the same models: 1.000, 1.000, 0.997)."""
+    page = _pdf_page(FILES / "udhr" / f"{name}.pdf")
+    truth = (FILES / "udhr" / f"{name}-p1.txt").read_text()
+    alone = RapidOcrRecognizer(profile_config("fast", threads=1, other_scripts=False, model_cache_dir=str(tmp_path)))
+    before = word_scores(_text(alone.read_page(page)), truth).f1
+    read = fast.read_page(page)
+    assert (read.script, read.flags) == (SCRIPT_LATIN, ())
+    after = word_scores(_text(read), truth).f1
+    assert after >= at_least and after > before, (before, after)
+
+
+@LANGUAGE_MODELS
+def test_an_english_page_is_not_read_again(tmp_path):
+    """English is written with no letter beyond ASCII, which the PP-OCR models were trained on:
+    its unknown words (names, codes) are not read again, and no Tesseract model is loaded."""
+    ocr = RapidOcrRecognizer(profile_config("fast", threads=1, model_cache_dir=str(tmp_path)))
+    read = ocr.read_page(_image(FILES / "tesseract-test" / "phototest.tif"))
+    assert "quick brown dog" in _text(read)
+    assert ocr._other_scripts is None or not ocr._other_scripts._apis  # models load on first need
+
+
+def test_a_languages_model_is_found_by_its_iso_639_1_code():
+    """CLD2 says ``pl``; Debian's package and Tesseract's file say ``pol``."""
+    assert READER.language_model("pl") in (None, "pol")
+    assert READER.language_model("xx-not-a-language") is None
+    assert READER.language_model("en") == ("eng" if (READER.folder / "eng.traineddata").is_file() else None)

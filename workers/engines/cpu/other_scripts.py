@@ -15,6 +15,13 @@ by each installed model and the one that reads them with clearly the highest con
 model at 0.16-0.50; docs/benchmarks.md). The page's lines are then read by that model line by
 line (the boxes stay the detector's, so layout and reading order stay as for any page), and the
 reading is kept only if the whole page reads with confidence: otherwise the page stays flagged.
+
+Tesseract's *language* models of Latin-script languages (``tesseract-ocr-pol``, ``-ces``, ``-tur``,
+...: ``language_model``) are never chosen this way (any Latin page reads well under them): the
+recogniser asks the page's own language's model, once that language is identified, for a second
+reading of the lines that still hold words the language does not use
+(``recognizer._reread_unknown_words``), and keeps its words only where the vocabulary or its own
+runners-up agree (``lexicon.merged``).
 """
 
 from __future__ import annotations
@@ -141,8 +148,19 @@ class OtherScriptReader:
     def name(self) -> str:
         return "tesseract LSTM (" + ", ".join(self.models.values()) + ")"
 
-    def _api(self, script: str):
-        model = self.models[script]
+    def language_model(self, language: str) -> str | None:
+        """The model installed here for ``language`` (an ISO 639-1 code such as CLD2 gives: ``pl``),
+        or None. Tesseract names its language models by ISO 639-2/T (``pol``: Debian's
+        ``tesseract-ocr-pol``); ``langcodes`` (wordfreq's dependency) knows the mapping."""
+        import langcodes
+
+        try:
+            code = langcodes.Language.get(language).to_alpha3()
+        except (LookupError, ValueError):
+            return None
+        return code if (self.folder / f"{code}.traineddata").is_file() else None
+
+    def _api(self, model: str):
         if model not in self._apis:
             import tesserocr
 
@@ -155,9 +173,14 @@ class OtherScriptReader:
 
     def read(self, script: str, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
         """(text, confidence in 0-1) of each line crop (BGR, text running across) under ``script``'s model."""
+        return self.read_with(self.models[script], crops)
+
+    def read_with(self, model: str, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        """(text, confidence in 0-1) of each line crop (BGR, text running across) under ``model``
+        (a file's name in ``folder``, without .traineddata)."""
         from PIL import Image
 
-        api = self._api(script)
+        api = self._api(model)
         out = []
         for crop in crops:
             api.SetImage(Image.fromarray(np.ascontiguousarray(crop[:, :, ::-1])))

@@ -58,6 +58,9 @@ SIDEWAYS_SHARE_MAX = 0.25
 SIDEWAYS_SURE = 0.95
 # ... and the turned reading kept only when surer by this much (``_read_sideways``).
 SIDEWAYS_MARGIN = 0.05
+# Tesseract's reading of a line with an unknown word (``_reread_unknown_words``) is used only when
+# it is this sure of the line: a reading it doubts is no better evidence than ours.
+REREAD_LANGUAGE_MIN = 0.7
 
 # The runners-up of each line's readings, by line: (the reading's text, its letters' runners-up)
 # for each pass that read the line (``letters``, ``_in_language``).
@@ -545,8 +548,50 @@ class RapidOcrRecognizer:
                     return other[0], ()
         if found.sure and runners:
             written = letters.language_letters(found.language)
-            read = [_as_written(reading, runners.get(i, ()), written, found.language) for i, reading in enumerate(read)]
+            kept = [_kept_runners(reading, runners.get(i, ())) for i, reading in enumerate(read)]
+            read = [_as_written(reading, kept[i], written, found.language) for i, reading in enumerate(read)]
+            read = self._reread_unknown_words(crops, read, kept, found.language)
         return read, found.flags
+
+    def _reread_unknown_words(
+        self,
+        crops: list[np.ndarray],
+        read: list[tuple[str, float]],
+        runners: Sequence[tuple[letters.Runners, ...] | None],
+        language: str,
+    ) -> list[tuple[str, float]]:
+        """A page in a language written with letters beyond English's: each line still holding a
+        word the language does not use in which the recogniser doubted a letter
+        (``lexicon.doubted_words``, after ``_as_written``) is read again by Tesseract's model for
+        that language where one is installed (``OtherScriptReader.language_model``: trained on the
+        language, where the PP-OCR models saw mostly English; the Polish Declaration: uchwalita for
+        uchwaliła, sąą for są; the Czech bót for být), and that reading's words are kept where the
+        vocabulary or our own runners-up agree with them (``lexicon.merged``). Lines whose words are
+        all known or read without doubt, and English pages, are not read again: a rare word read
+        surely (a Turkish page's "Beyannamesini") would send most lines of an agglutinative
+        language to a second reader for nothing."""
+        reader = self._other_scripts
+        if reader is None or not lexicon.covers(language):
+            return read
+        written = letters.language_letters(language)
+        if written is None or all(ch.isascii() for ch in written.written):
+            return read
+        model = reader.language_model(language)
+        if model is None:
+            return read
+        lines = [i for i, (text, _score) in enumerate(read) if lexicon.doubted_words(text, runners[i] or (), language)]
+        if not lines:
+            return read
+        again = reader.read_with(model, [crops[i] for i in lines])
+        out = list(read)
+        for i, (text, confidence) in zip(lines, again, strict=True):
+            if confidence >= REREAD_LANGUAGE_MIN:
+                out[i] = (
+                    lexicon.merged(read[i][0], text, language, runners[i] or (), written.preferred),
+                    read[i][1],
+                )
+        log.debug("unknown words: %d of %d lines read again by Tesseract's %s", len(lines), len(read), model)
+        return out
 
     def _full_head_recognizer(self):
         """The small model with its full classifier (Han, kana, Latin): the recogniser or the
@@ -727,22 +772,28 @@ def _tall(quads: np.ndarray) -> list[bool]:
     return [bool(h >= 1.5 * max(w, 1.0)) for w, h in zip(width.astype(int), height.astype(int), strict=True)]
 
 
+def _kept_runners(
+    reading: tuple[str, float], runners: Sequence[tuple[str, tuple[letters.Runners, ...]]]
+) -> tuple[letters.Runners, ...] | None:
+    """The runners-up of the pass whose reading was kept (``runners``: (text, runners-up) of each
+    pass that read the line); None when no pass read it so (another reader's text)."""
+    return next((found for read_as, found in runners if read_as == reading[0]), None)
+
+
 def _as_written(
     reading: tuple[str, float],
-    runners: Sequence[tuple[str, tuple[letters.Runners, ...]]],
+    runners: tuple[letters.Runners, ...] | None,
     written: letters.LanguageLetters | None,
     language: str,
 ) -> tuple[str, float]:
     """One line's reading as the page's language writes it, from the runners-up of the pass whose
-    reading was kept (``runners``: (text, runners-up) of each pass that read it): its letters by the
-    language's alphabet (``letters``, where ``written`` is known), then its words by the language's
-    vocabulary (``lexicon``)."""
+    reading was kept (``_kept_runners``): its letters by the language's alphabet (``letters``,
+    where ``written`` is known), then its words by the language's vocabulary (``lexicon``)."""
+    if runners is None:
+        return reading
     text, score = reading
-    for read_as, found in runners:
-        if read_as == text:
-            spelled = letters.as_written(text, found, written) if written is not None else text
-            return lexicon.corrected(spelled, found, language), score
-    return reading
+    spelled = letters.as_written(text, runners, written) if written is not None else text
+    return lexicon.corrected(spelled, runners, language), score
 
 
 def _confident_text(read: list[tuple[str, float]]) -> str:
