@@ -13,7 +13,9 @@ others. CPU seconds (getrusage), median over rounds. Goal: Latin pages read and 
 A third side, *flag only* (now, without Tesseract's models for other scripts), beside *now* on
 the evaluation corpus's Declarations in Russian, Hebrew, Hindi and Vietnamese (kind ``other``):
 what reading those pages with their script's model (workers/engines/cpu/other_scripts.py) buys
-and costs against flagging them.
+and costs against flagging them; and on the Polish, Czech and Turkish ones (kind ``diacritics``):
+what reading again by Tesseract's model of the page's language the lines holding words it does not use
+(``RapidOcrRecognizer._reread_unknown_words``) buys and costs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bench.accuracy import char_scores, word_scores
 SCRIPT_DATA = common.ROOT / "tests" / "data" / "script"
 UDHR = common.ROOT / "bench" / "corpus" / "files" / "udhr"
 OTHER_SCRIPTS = ("rus", "heb", "hin", "vie")
+DIACRITICS = ("pol", "ces", "tur")
 LATIN_PDFS = ("multi_page.pdf", "code_and_formula.pdf", "table_nics-background-checks-2015-11.pdf")
 
 
@@ -61,9 +64,10 @@ def pages(poster: bool) -> list[tuple[str, str, np.ndarray, str]]:
         with pymupdf.open(SCRIPT_DATA / name) as doc:
             out.append((name, kind, _render(doc[0]), doc[0].get_text()))
     out.append(("sheet 4959×7017 (japanese_text in a corner)", "cjk", *_sheet(3, ("japanese_text.pdf",), True)))
-    for lang in OTHER_SCRIPTS:
-        with pymupdf.open(UDHR / f"udhr_{lang}.pdf") as doc:
-            out.append((f"udhr_{lang}.pdf p1", "other", _render(doc[0]), (UDHR / f"udhr_{lang}-p1.txt").read_text()))
+    for kind, languages in (("other", OTHER_SCRIPTS), ("diacritics", DIACRITICS)):
+        for lang in languages:
+            with pymupdf.open(UDHR / f"udhr_{lang}.pdf") as doc:
+                out.append((f"udhr_{lang}.pdf p1", kind, _render(doc[0]), (UDHR / f"udhr_{lang}-p1.txt").read_text()))
     if poster:
         out.append(
             (
@@ -102,7 +106,7 @@ def run(argv: list[str]) -> list[dict]:
                 t = _cpu()
                 read[side] = engines[side].read_page(image)
                 cpu[side].append(_cpu() - t)
-        score = word_scores if kind == "latin" else char_scores
+        score = word_scores if kind in ("latin", "diacritics") else char_scores
         f1 = {side: score("\n".join(line.text for line in read[side].lines), truth).f1 for side in engines}
         rows.append(
             {
@@ -126,6 +130,7 @@ def run(argv: list[str]) -> list[dict]:
     cjk_ok = all(r["f1_now"] >= 0.95 for r in rows if r["kind"] == "cjk")
     korean_ok = all(r["f1_now"] >= 0.9 or r["flags"] == "script:unsupported" for r in rows if r["kind"] == "korean")
     other = [r for r in rows if r["kind"] == "other"]
+    diacritics = [r for r in rows if r["kind"] == "diacritics"]
     met = ratio <= 1.03 and latin_f1_held and cjk_ok and korean_ok
     extra = {
         "load average (before / after)": f"{load_before} / {common.loadavg()}",
@@ -178,6 +183,15 @@ def run(argv: list[str]) -> list[dict]:
             + ", ".join(f"{r['f1_flag_only']:.2f}→{r['f1_now']:.2f}" for r in other)
             + "; CPU-s flag only → read "
             + ", ".join(f"{r['cpu_flag_only']:.2f}→{r['cpu_now']:.2f}" for r in other)
+            + ".\n"
+        )
+    if diacritics:
+        md += (
+            "\nPolish, Czech, Turkish Declarations, lines with unknown words read again by Tesseract's model of "
+            "the language: word F1 without → with "
+            + ", ".join(f"{r['f1_flag_only']:.3f}→{r['f1_now']:.3f}" for r in diacritics)
+            + "; CPU-s "
+            + ", ".join(f"{r['cpu_flag_only']:.2f}→{r['cpu_now']:.2f}" for r in diacritics)
             + ".\n"
         )
     common.report("script", "script", md, {"machine": info, "rows": rows})
