@@ -26,7 +26,7 @@ from ocrsite.vocabulary import CpuModel, CpuRuntime, ErrorCode
 from workers.content.confidence import page_confidence
 from workers.engines.base import EngineError, LayoutBox, Recognition, TextLine
 from workers.engines.cpu import language as language_check
-from workers.engines.cpu import letters, lexicon, other_scripts, tiles
+from workers.engines.cpu import letters, lexicon, other_scripts, spacing, tiles
 from workers.engines.cpu import script as script_check
 from workers.engines.cpu.budget import resolve_threads
 from workers.engines.cpu.config import CpuRecognizerConfig, with_runtime_resolved
@@ -723,12 +723,16 @@ class RapidOcrRecognizer:
             texts, _words = rec.postprocess_op(
                 preds, False, wh_ratio_list=[ratios[i] for i in members], max_wh_ratio=widest
             )
+            character = rec.postprocess_op.character
             for i, text, row in zip(members, texts, preds, strict=True):
-                out[i] = (text[0], float(text[1]))
+                line, inserted = spacing.spaced(row, character, text[0])
+                out[i] = (line, float(text[1]))
                 if runners is not None:  # each reading's runners-up, for letters.as_written
-                    found = letters.runners_up(row, rec.postprocess_op.character)
+                    found = letters.runners_up(row, character)
+                    if found and inserted:
+                        found = tuple(replace(r, position=spacing.shifted(r.position, inserted)) for r in found)
                     if found:
-                        runners.setdefault(index[i] if index is not None else int(i), []).append((text[0], found))
+                        runners.setdefault(index[i] if index is not None else int(i), []).append((line, found))
         return out
 
     def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox], *, cancelled=None) -> Recognition:
