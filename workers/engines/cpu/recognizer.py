@@ -725,12 +725,14 @@ class RapidOcrRecognizer:
             )
             character = rec.postprocess_op.character
             for i, text, row in zip(members, texts, preds, strict=True):
-                line, inserted = spacing.spaced(row, character, text[0])
+                line, moved = spacing.spaced(row, character, text[0])
                 out[i] = (line, float(text[1]))
                 if runners is not None:  # each reading's runners-up, for letters.as_written
                     found = letters.runners_up(row, character)
-                    if found and inserted:
-                        found = tuple(replace(r, position=spacing.shifted(r.position, inserted)) for r in found)
+                    if found and moved:  # where each letter went in the spaced line
+                        found = tuple(
+                            replace(r, position=moved[r.position]) for r in found if moved[r.position] is not None
+                        )
                     if found:
                         runners.setdefault(index[i] if index is not None else int(i), []).append((line, found))
         return out
