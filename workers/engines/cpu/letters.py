@@ -58,15 +58,24 @@ class LanguageLetters:
     preferred: frozenset[str]  # those beyond ASCII common in its text, both cases
 
 
-def runners_up(row: np.ndarray, character: Sequence[str]) -> tuple[Runners, ...]:
-    """The runners-up (``KEPT_MIN`` and above) of each letter of one line's reading, from the
-    recogniser's per-step probabilities ``row`` (T x classes), decoded as rapidocr decodes them
-    (greedy CTC: repeats merged, blanks dropped)."""
+def greedy_steps(row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A line's per-step probabilities ``row`` (T x classes) decoded as rapidocr decodes them
+    (greedy CTC: repeats merged, blanks dropped): the class chosen at each step, and the steps
+    that write a character."""
     chosen = row.argmax(axis=1)
     selected = np.ones(len(chosen), dtype=bool)
     selected[1:] = chosen[1:] != chosen[:-1]
     selected &= chosen != BLANK
-    steps = np.flatnonzero(selected)
+    return chosen, np.flatnonzero(selected)
+
+
+def runners_up(
+    row: np.ndarray, character: Sequence[str], decoded: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[Runners, ...]:
+    """The runners-up (``KEPT_MIN`` and above) of each letter of one line's reading, from the
+    recogniser's per-step probabilities ``row`` (T x classes); ``decoded``: its ``greedy_steps``,
+    where the caller has them already."""
+    chosen, steps = decoded if decoded is not None else greedy_steps(row)
     if not len(steps):
         return ()
     probs = row[steps]

@@ -75,8 +75,8 @@ TESSDATA_DIRS = (
     "/usr/local/share/tessdata",
 )
 # How many of the page's widest lines each model reads to decide; the sample's mean confidence
-# (over the lines it read something on) that ends the search (once another model has read it less surely by ``MARGIN``), and that wins
-# at all. The Declaration pages' samples read 0.88-0.94 under their script's model, a real
+# (over the lines it read something on) that ends the search (once another model has read it
+# less surely by ``MARGIN``), and that wins at all. The Declaration pages' samples read 0.88-0.94 under their script's model, a real
 # Hebrew scan of mixed typefaces (tesseract-ocr/test's hebtypo) 0.77.
 SAMPLE_LINES = 3
 SURE = 0.85

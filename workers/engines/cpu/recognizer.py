@@ -725,10 +725,12 @@ class RapidOcrRecognizer:
             )
             character = rec.postprocess_op.character
             for i, text, row in zip(members, texts, preds, strict=True):
-                line, moved = spacing.spaced(row, character, text[0])
+                # Decoded once for both where both need it (an argmax over the line's steps).
+                decoded = letters.greedy_steps(row) if runners is not None else None
+                line, moved = spacing.spaced(row, character, text[0], decoded)
                 out[i] = (line, float(text[1]))
                 if runners is not None:  # each reading's runners-up, for letters.as_written
-                    found = letters.runners_up(row, character)
+                    found = letters.runners_up(row, character, decoded)
                     if found and moved:  # where each letter went in the spaced line
                         found = tuple(
                             replace(r, position=moved[r.position]) for r in found if moved[r.position] is not None

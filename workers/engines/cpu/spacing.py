@@ -30,9 +30,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from workers.engines.cpu.letters import greedy_steps
+
 # The space class's probability, on a step between two characters, that writes a space there.
 SPACE_MIN = 0.2
-BLANK = 0  # CTC blank, as rapidocr's CTCLabelDecode ignores it
 # Apostrophes: two of them between letters, this many steps apart or fewer, are one glyph read twice.
 APOSTROPHES = frozenset("'’‘`´")
 APOSTROPHE_STEPS = 2
@@ -61,27 +62,22 @@ def _spaceable(text: str, i: int) -> bool:
         return False
     if left in JOINERS or right in JOINERS or right in CLOSING or left in OPENING:
         return False
-    # Inside a number: 1|.00, 3.|50
-    before = text[i - 1] if i > 0 else ""
-    after = text[i + 2] if i + 2 < len(text) else ""
-    if left.isdigit() and right in ".," and after.isdigit():
-        return False
-    return not (left in ".," and right.isdigit() and before.isdigit())
+    # Inside a number: 3.|50 (1|.00 is closing punctuation, above).
+    return not (left in ".," and right.isdigit() and i > 0 and text[i - 1].isdigit())
 
 
-def spaced(row: np.ndarray, character: Sequence[str], text: str) -> tuple[str, tuple[int | None, ...]]:
+def spaced(
+    row: np.ndarray, character: Sequence[str], text: str, decoded: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[str, tuple[int | None, ...]]:
     """``text`` (the greedy decoding of ``row``, T x classes) with a space where the module doc
     says and an apostrophe read twice written once, and where each of ``text``'s characters went
     (its position in the new text, None where it was dropped; empty when nothing changed), for the
-    runners-up's offsets. ``text`` unchanged where it is not ``row``'s decoding."""
+    runners-up's offsets. ``text`` unchanged where it is not ``row``'s decoding. ``decoded``:
+    ``row``'s ``letters.greedy_steps``, where the caller has them already."""
     if not any(ch.isascii() and ch.isalnum() for ch in text):
         return text, ()  # no Latin letter or digit: nothing here can take a space
     space = list(character).index(" ") if " " in character else None
-    chosen = row.argmax(axis=1)
-    selected = np.ones(len(chosen), dtype=bool)
-    selected[1:] = chosen[1:] != chosen[:-1]
-    selected &= chosen != BLANK
-    steps = np.flatnonzero(selected)
+    chosen, steps = decoded if decoded is not None else greedy_steps(row)
     letters = [character[c] for c in chosen[steps]]
     if "".join(letters) != text or any(len(ch) != 1 for ch in letters):
         return text, ()
