@@ -47,3 +47,21 @@ def test_a_blank_scan_is_blank_and_a_page_number_alone_is_not():
     dark = np.full((400, 400), 30, np.uint8)
     dark[100:300:4, 50:350] = 230
     assert not is_blank(dark) and ink_share(dark) > FULL_PASS_MIN_INK
+
+
+def test_the_detector_input_is_rapidocrs_normalisation_in_float32():
+    # Our tensor is built channel by channel in float32 (no page-sized float64 or transposed copy);
+    # it must still be the input rapidocr's own DetPreProcess would give the detector, or every
+    # box moves. Odd sizes and a non-default mean/std catch a plane or channel written to the wrong place.
+    from rapidocr.ch_ppocr_det.utils import DetPreProcess
+
+    from workers.engines.cpu.detection import _normalised
+
+    rng = np.random.default_rng(1)
+    page = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    pre = DetPreProcess(736, "min", mean, std)
+    expected = pre.permute(pre.normalize(page))[None].astype(np.float32)
+    got = _normalised(page, pre.mean, pre.std)
+    assert got.shape == (1, 3, 37, 53) and got.dtype == np.float32 and got.flags["C_CONTIGUOUS"]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)

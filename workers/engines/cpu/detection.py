@@ -128,12 +128,18 @@ def _normalised(image: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndar
     """The detector's input tensor (1 x 3 x H x W, float32) from a resized BGR page: pixels / 255,
     less ``mean``, over ``std``, per channel. rapidocr's DetPreProcess computes the same in float64
     and converts at the end: page-sized float64 temporaries (~200 MB at full size) and about twice
-    the time; in float32, in place, the values agree to float32 rounding (the same word F1 on every
-    real page, bench cpu-engine)."""
-    x = image.astype(np.float32)
-    x *= (1.0 / (255.0 * np.asarray(std))).astype(np.float32)
-    x -= (np.asarray(mean) / np.asarray(std)).astype(np.float32)
-    return np.ascontiguousarray(x.transpose(2, 0, 1))[None]
+    the time; here each channel is scaled in float32 straight into its plane of the tensor (no
+    whole-page float copy to transpose afterwards: 11 ms a full-size pass instead of 57), the
+    values equal to float32 rounding (the same word F1 on every real page, bench cpu-engine)."""
+    height, width = image.shape[:2]
+    out = np.empty((1, 3, height, width), np.float32)
+    scale = (1.0 / (255.0 * np.asarray(std))).astype(np.float32)
+    shift = (np.asarray(mean) / np.asarray(std)).astype(np.float32)
+    for channel in range(3):
+        plane = out[0, channel]
+        np.multiply(image[..., channel], scale[channel], out=plane, casting="unsafe")
+        plane -= shift[channel]
+    return out
 
 
 def probe_is_lines(heights: np.ndarray, min_px: float) -> bool:
