@@ -119,3 +119,30 @@ def test_turkish_capital_i_without_its_dot_is_no_word():
     assert lexicon.unknown_words("Insanlık vicdanını", "tr") == ["Insanlık"]
     assert lexicon.unknown_words("İnsanlık vicdanını", "tr") == []
     assert lexicon.lowered("Insel", "de") == "insel"
+
+
+def test_a_short_word_one_letter_off_a_far_commoner_one_is_read_as_that_word():
+    # Read on camelot's Mexican towns table (bench corpus, every rendering): "El" as "EI", a capital
+    # I with "l" the runner-up; "ei" is in wordfreq's Spanish list (Zipf 3.9), so only the margin
+    # to "el" (7.5) tells them apart. The same on the UNLV magazine scan: "tme" for "the".
+    text = "Centro de Arriba (EI Taray)"
+    assert lexicon.zipf("ei", "es") > 0
+    assert lexicon.corrected(text, [_runner(text, 19, ("l", 0.3))], "es") == "Centro de Arriba (El Taray)"
+    text = "tme puppy"
+    assert lexicon.corrected(text, [_runner(text, 1, ("h", 0.1))], "en") == "the puppy"
+
+
+def test_a_short_word_is_kept_where_the_other_spelling_is_not_far_commoner_or_it_is_in_capitals():
+    # Polish "tu" (here) and "to" (this) are both common: no margin, no change.
+    text = "tu jest"
+    assert lexicon.corrected(text, [_runner(text, 1, ("o", 0.9))], "pl") == text
+    # A receipt's "SDN BHD" (a Malaysian company's suffix): in capitals a short word is an
+    # abbreviation as often as a word, so "SON" is not written (nor "SoN"); and written "Sdn Bhd",
+    # "Son" (Zipf 5.3) is not among the commonest words that would outweigh a name.
+    text = "SDN BHD"
+    assert lexicon.corrected(text, [_runner(text, 1, ("o", 0.5))], "en") == text
+    text = "Guardian Health And Beauty Sdn Bhd"
+    assert lexicon.corrected(text, [_runner(text, 28, ("o", 0.5))], "en") == text
+    # The WARN report's "LLC dba Bakery": "dba" is in no list, but "cba" (Zipf 3.3) is no common word.
+    text = "Bay Bread LLC dba Bakery"
+    assert lexicon.corrected(text, [_runner(text, 14, ("c", 0.5), ("a", 0.3))], "en") == text

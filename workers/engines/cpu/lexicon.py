@@ -15,6 +15,11 @@ that meets a few languages would keep. A word is read again only when
   runner-up at least ``letters.KEPT_MIN`` of the chosen letter's probability) is; the fewest
   changes win, then the most used word.
 
+A two- or three-letter word is judged by use, not by presence (the short lists hold most letter
+pairs): one letter changed, to a common word (``SHORT_MIN_ZIPF``) a thousand times more used than
+the word as read (``SHORT_MARGIN``), written in lower case or capitalised: Spanish "EI" becomes
+"El", Polish "tu" stays beside "to", a receipt's "SDN" stays.
+
 Nothing is read again and no letter the recogniser did not offer is ever written: names, codes
 and numbers stay as read unless the recogniser itself offered a known word.
 
@@ -37,8 +42,21 @@ from workers.engines.cpu.letters import Runners
 WORDLIST = "small"
 # At most this many letters of one word are changed.
 MAX_CHANGES = 2
-# Words shorter than this are left alone: too many short words are known in every language.
+# Words shorter than this are judged by the short-word rule below, not by the list alone: too many
+# short words are known in every language (Spanish "ei" is in its list, at Zipf 3.9).
 MIN_LETTERS = 4
+# A two- or three-letter word is one of the language's commonest words far more often than a rare
+# one, and its commonest misreads are one letter off ("ei" for Spanish "el", "tme" for "the"): one
+# letter is changed, to a runner-up, and only where that makes a word used at least SHORT_MARGIN
+# Zipf more (a thousand times) than the word as read and at least SHORT_MIN_ZIPF (about a
+# language's thousand commonest words: "Mav" is "May", at 6.0; "Sdn" of "Sdn Bhd" is in no list,
+# but English "son", at 5.3, is no reason to write it). The word written must
+# be in lower case or capitalised: the runner-up is offered as the recogniser read it as well as in
+# the case of the letter it replaces ("EI" is "El", its "I" the capital of no "l"), and a short
+# word in capitals is an abbreviation as often as a word (a receipt's "SDN" stays, not "SON").
+SHORT_MIN_LETTERS = 2
+SHORT_MARGIN = 3.0
+SHORT_MIN_ZIPF = 5.5
 _WORD = re.compile(r"[^\W\d_]+")
 
 
@@ -79,34 +97,66 @@ def corrected(text: str, runners: Sequence[Runners], language: str) -> str:
     for match in _WORD.finditer(text):
         start, end = match.span()
         word = match.group()
-        if end - start < MIN_LETTERS or zipf(lowered(word, language), language) > 0:
+        if end - start < SHORT_MIN_LETTERS:
             continue
-        options = [
-            (i, tuple(_in_case(ch, text[i]) for ch, _share in by_position[i].letters))
-            for i in range(start, end)
-            if i in by_position
-        ]
-        best = _best_spelling(word, start, options, language)
+        short = end - start < MIN_LETTERS
+        read = zipf(lowered(word, language), language)
+        if read > 0 and not short:
+            continue
+        options = [(i, _offered(by_position[i], text[i], as_read=short)) for i in range(start, end) if i in by_position]
+        if short:
+            above = max(read + SHORT_MARGIN, SHORT_MIN_ZIPF)
+            best = _best_spelling(word, start, options, language, changes=1, above=above, shapes=_word_shape)
+        else:
+            best = _best_spelling(word, start, options, language)
         if best is not None:
             chars[start:end] = best
     return "".join(chars)
 
 
-def _best_spelling(word: str, start: int, options: list[tuple[int, tuple[str, ...]]], language: str) -> str | None:
-    best, best_zipf = None, 0.0
-    for k in range(1, MAX_CHANGES + 1):
+def _best_spelling(
+    word: str,
+    start: int,
+    options: list[tuple[int, tuple[str, ...]]],
+    language: str,
+    *,
+    changes: int = MAX_CHANGES,
+    above: float = 0.0,
+    shapes=None,
+) -> str | None:
+    """The most used word (Zipf over ``above``) spelled by changing the fewest of ``word``'s letters,
+    at most ``changes``, each to one of its ``options``, and written as ``shapes`` allows (a
+    predicate on the word; None: any); None where none is."""
+    best, best_zipf = None, above
+    for k in range(1, changes + 1):
         for chosen in itertools.combinations(options, k):
             for letters in itertools.product(*(alternatives for _i, alternatives in chosen)):
                 spelled = list(word)
                 for (i, _alternatives), letter in zip(chosen, letters, strict=True):
                     spelled[i - start] = letter
                 candidate = "".join(spelled)
+                if shapes is not None and not shapes(candidate):
+                    continue
                 found = zipf(lowered(candidate, language), language)
                 if found > best_zipf:
                     best, best_zipf = candidate, found
         if best is not None:
             return best  # fewest changes first: a one-letter fix beats a more used two-letter one
     return None
+
+
+def _offered(runners: Runners, read: str, *, as_read: bool) -> tuple[str, ...]:
+    """A letter's runners-up in the case of the letter they would replace, and, ``as_read``, also
+    as the recogniser offered them."""
+    cased = tuple(_in_case(ch, read) for ch, _share in runners.letters)
+    if not as_read:
+        return cased
+    return tuple(dict.fromkeys(cased + tuple(ch for ch, _share in runners.letters)))
+
+
+def _word_shape(word: str) -> bool:
+    """A short word as a word is written: in lower case or capitalised."""
+    return word.islower() or word.istitle()
 
 
 def _in_case(letter: str, read: str) -> str:
