@@ -26,6 +26,19 @@ def test_runners_up_follow_greedy_ctc_decoding():
     assert [(r.position, r.chosen, r.letters) for r in found] == [(1, "i", (("ı", 0.2),)), (3, "t", (("ł", 0.3),))]
 
 
+def test_a_space_nearly_written_between_two_letters_is_kept_with_the_letter_after_it():
+    # "s", a gap where the space class reached 0.37 (the Polish "wolności|i"), "i": the evidence
+    # goes with the "i"; a gap at 0.05 (inside a word) and a gap before a non-letter are not kept.
+    row = _row([{"s": 0.9}, {"blank": 0.6, " ": 0.37}, {"i": 0.9}, {"blank": 0.9, " ": 0.05}, {"t": 0.9}])
+    found = letters.runners_up(row, CHARS)
+    assert [(r.position, r.chosen, r.letters, r.space_before) for r in found] == [(1, "i", (), 0.37)]
+    # A letter with both a runner-up and a space before it: one entry holding both.
+    row = _row([{"s": 0.9}, {"blank": 0.6, " ": 0.2}, {"t": 0.6, "ł": 0.18}])
+    assert [(r.position, r.letters, r.space_before) for r in letters.runners_up(row, CHARS)] == [
+        (1, (("ł", 0.3),), 0.2)
+    ]
+
+
 def test_a_runner_up_under_the_kept_share_is_not_kept():
     assert letters.runners_up(_row([{"i": 0.99, "ı": 0.01}]), CHARS) == ()
 

@@ -146,3 +146,37 @@ def test_a_short_word_is_kept_where_the_other_spelling_is_not_far_commoner_or_it
     # The WARN report's "LLC dba Bakery": "dba" is in no list, but "cba" (Zipf 3.3) is no common word.
     text = "Bay Bread LLC dba Bakery"
     assert lexicon.corrected(text, [_runner(text, 14, ("c", 0.5), ("a", 0.3))], "en") == text
+
+
+def _gap(text: str, position: int, share: float) -> Runners:
+    return Runners(position, text[position], (), share)
+
+
+def test_two_words_read_as_one_are_split_where_the_recogniser_nearly_wrote_the_space():
+    # The Polish and Czech Declarations' second pages (bench corpus, 200 dpi): the space class
+    # reached 0.37 and 0.15 in these gaps; every half is a word, neither joined form is.
+    text = "życia, wolnościi bezpieczeństwa"
+    runners = [_gap(text, 15, 0.37), _runner(text, 20, ("b", 0.1))]
+    split, moved = lexicon.split(text, runners, "pl")
+    assert split == "życia, wolności i bezpieczeństwa"
+    # The runners-up after the cut move with their letters; the spent gap is dropped.
+    assert [(r.position, split[r.position], r.space_before) for r in moved] == [(16, "i", 0.0), (21, "p", 0.0)]
+    text = "zacházenínebo trestu."
+    assert lexicon.split(text, [_gap(text, 9, 0.15)], "cs")[0] == "zacházení nebo trestu."
+
+
+def test_no_split_without_the_gap_or_where_the_word_or_a_half_is_no_word():
+    text = "wolnościi"
+    assert lexicon.split(text, [], "pl")[0] == text
+    # A known word is never split, whatever the gap ("nowhere" is a word, "no where" two).
+    text = "nowhere"
+    assert lexicon.split(text, [_gap(text, 2, 0.5)], "en")[0] == text
+    # An unknown word whose halves are not both words stays (a name, a code).
+    text = "Zbyszkowski"
+    assert lexicon.split(text, [_gap(text, 3, 0.5)], "pl")[0] == text
+    # A name in camel case is one word, though both halves are words (the UNLV scan's "MacWrite").
+    text = "Apple's MacWrite, which"
+    assert lexicon.split(text, [_gap(text, 11, 0.3)], "en")[0] == text
+    # A one-letter half must be one of the language's commonest words: "x" is not.
+    text = "taxx"
+    assert lexicon.split(text, [_gap(text, 3, 0.5)], "en")[0] == text

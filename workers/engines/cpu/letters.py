@@ -40,6 +40,10 @@ KEPT_PER_CHAR = 3
 # letters: Czech ``ó`` (0.0 %: loanwords) is not, and was read for ``y``.
 PREFERRED_MIN_SHARE = 0.003
 BLANK = 0  # CTC blank, as rapidocr's CTCLabelDecode ignores it
+# A space between two letters is kept as evidence from this probability of the space class: inside
+# a word it stays under 0.02 on the Declarations' lines; between two words read as one it reached
+# 0.15-0.37 ("zacházení|nebo", "wolności|i").
+SPACE_KEPT_MIN = 0.1
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,9 @@ class Runners:
     position: int
     chosen: str
     letters: tuple[tuple[str, float], ...]
+    # Between two letters: the space class's highest probability on the steps before this letter,
+    # where it reached SPACE_KEPT_MIN (a space the recogniser nearly wrote: ``lexicon.split``), else 0.
+    space_before: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -72,9 +79,10 @@ def greedy_steps(row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def runners_up(
     row: np.ndarray, character: Sequence[str], decoded: tuple[np.ndarray, np.ndarray] | None = None
 ) -> tuple[Runners, ...]:
-    """The runners-up (``KEPT_MIN`` and above) of each letter of one line's reading, from the
-    recogniser's per-step probabilities ``row`` (T x classes); ``decoded``: its ``greedy_steps``,
-    where the caller has them already."""
+    """The runners-up (``KEPT_MIN`` and above) of each letter of one line's reading, and the space
+    nearly written before it (``Runners.space_before``), from the recogniser's per-step
+    probabilities ``row`` (T x classes); ``decoded``: its ``greedy_steps``, where the caller has them
+    already."""
     chosen, steps = decoded if decoded is not None else greedy_steps(row)
     if not len(steps):
         return ()
@@ -82,7 +90,7 @@ def runners_up(
     best = probs[np.arange(len(steps)), chosen[steps]]
     second = np.partition(probs, -2, axis=1)[:, -2] if probs.shape[1] > 1 else np.zeros(len(steps))
     offsets = np.cumsum([0] + [len(character[c]) for c in chosen[steps]])
-    out = []
+    found: dict[int, Runners] = {}
     for k in np.flatnonzero(second >= KEPT_MIN * best):
         letter = character[chosen[steps[k]]]
         if len(letter) != 1 or not letter.isalpha():
@@ -98,8 +106,37 @@ def runners_up(
         )
         letters = tuple((ch, round(share, 4)) for ch, share in ranked if len(ch) == 1 and ch.isalpha())
         if letters:
-            out.append(Runners(int(offsets[k]), letter, letters))
-    return tuple(out)
+            found[int(k)] = Runners(int(offsets[k]), letter, letters)
+    for k, share in _spaces_between_letters(row, character, chosen, steps):
+        known = found.get(k)
+        found[k] = (
+            Runners(int(offsets[k]), character[chosen[steps[k]]], (), share)
+            if known is None
+            else Runners(known.position, known.chosen, known.letters, share)
+        )
+    return tuple(found[k] for k in sorted(found))
+
+
+def _spaced_letter(ch: str) -> bool:
+    """A letter of a script written with spaces between words (below the CJK blocks)."""
+    return ch.isalpha() and ord(ch) < 0x2E80
+
+
+def _spaces_between_letters(row: np.ndarray, character: Sequence[str], chosen: np.ndarray, steps: np.ndarray):
+    """(index of the letter after the gap, the space class's highest probability in the gap) for each
+    gap between two letters where it reached SPACE_KEPT_MIN."""
+    if " " not in character:
+        return
+    space = list(character).index(" ")
+    for k in range(1, len(steps)):
+        if steps[k] - steps[k - 1] < 2:
+            continue
+        left, right = character[chosen[steps[k - 1]]], character[chosen[steps[k]]]
+        if not (len(left) == len(right) == 1 and _spaced_letter(left) and _spaced_letter(right)):
+            continue
+        share = float(row[steps[k - 1] + 1 : steps[k], space].max())
+        if share >= SPACE_KEPT_MIN:
+            yield k, round(share, 4)
 
 
 @functools.cache

@@ -549,7 +549,9 @@ class RapidOcrRecognizer:
         if found.sure and runners:
             written = letters.language_letters(found.language)
             kept = [_kept_runners(reading, runners.get(i, ())) for i, reading in enumerate(read)]
-            read = [_as_written(reading, kept[i], written, found.language) for i, reading in enumerate(read)]
+            written_lines = [_as_written(reading, kept[i], written, found.language) for i, reading in enumerate(read)]
+            read = [reading for reading, _runners in written_lines]
+            kept = [line_runners for _reading, line_runners in written_lines]
             read = self._reread_unknown_words(crops, read, kept, found.language)
         return read, found.flags
 
@@ -793,15 +795,18 @@ def _as_written(
     runners: tuple[letters.Runners, ...] | None,
     written: letters.LanguageLetters | None,
     language: str,
-) -> tuple[str, float]:
+) -> tuple[tuple[str, float], tuple[letters.Runners, ...] | None]:
     """One line's reading as the page's language writes it, from the runners-up of the pass whose
     reading was kept (``_kept_runners``): its letters by the language's alphabet (``letters``,
-    where ``written`` is known), then its words by the language's vocabulary (``lexicon``)."""
+    where ``written`` is known), then its words by the language's vocabulary (``lexicon``: spelled
+    from the runners-up, two words read as one split). The runners-up come back at their positions
+    in the new text."""
     if runners is None:
-        return reading
+        return reading, None
     text, score = reading
     spelled = letters.as_written(text, runners, written) if written is not None else text
-    return lexicon.corrected(spelled, runners, language), score
+    spelled, runners = lexicon.split(lexicon.corrected(spelled, runners, language), runners, language)
+    return (spelled, score), runners
 
 
 def _confident_text(read: list[tuple[str, float]]) -> str:
