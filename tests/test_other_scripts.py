@@ -127,15 +127,17 @@ LANGUAGE_MODELS = pytest.mark.skipif(
 @LANGUAGE_MODELS
 @pytest.mark.slow  # each page read twice, once with the language model's second reading: ~6 s each
 @pytest.mark.parametrize(
-    ("name", "at_least"),
-    [("udhr_pol", 0.995), ("udhr_ces", 0.995), ("udhr_tur", 0.99)],
+    ("name", "at_least", "gains"),
+    [("udhr_pol", 0.995, True), ("udhr_ces", 0.995, False), ("udhr_tur", 0.99, True)],
 )
-def test_words_a_language_does_not_use_are_read_again_by_its_model(fast, tmp_path, name, at_least):
+def test_words_a_language_does_not_use_are_read_again_by_its_model(fast, tmp_path, name, at_least, gains):
     """The Declaration in Polish, Czech and Turkish: the lines still holding a word the language
     does not use after the runners-up had their say are read by Tesseract's model for the page's
     language and its words kept where the vocabulary or the recogniser's runners-up agree
-    (recognizer._reread_unknown_words). Word F1 without the second reading on 2026-12-07: 0.986,
-    0.994, 0.980 (Tesseract alone, with the same models: 1.000, 1.000, 0.997)."""
+    (recognizer._reread_unknown_words). Word F1 without the second reading on 2026-12-07 (morning):
+    0.986, 0.994, 0.980 (Tesseract alone, with the same models: 1.000, 1.000, 0.997). Since words
+    read as one are split by the runners-up (lexicon.split), the Czech page reads 0.997 without the
+    second reading as with it: there the second reading must only do no harm."""
     page = _pdf_page(FILES / "udhr" / f"{name}.pdf")
     truth = (FILES / "udhr" / f"{name}-p1.txt").read_text()
     alone = RapidOcrRecognizer(profile_config("fast", threads=1, other_scripts=False, model_cache_dir=str(tmp_path)))
@@ -143,7 +145,7 @@ def test_words_a_language_does_not_use_are_read_again_by_its_model(fast, tmp_pat
     read = fast.read_page(page)
     assert (read.script, read.flags) == (SCRIPT_LATIN, ())
     after = word_scores(_text(read), truth).f1
-    assert after >= at_least and after > before, (before, after)
+    assert after >= at_least and (after > before if gains else after >= before), (before, after)
 
 
 @LANGUAGE_MODELS
