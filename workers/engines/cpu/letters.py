@@ -125,18 +125,25 @@ def _spaced_letter(ch: str) -> bool:
 def _spaces_between_letters(row: np.ndarray, character: Sequence[str], chosen: np.ndarray, steps: np.ndarray):
     """(index of the letter after the gap, the space class's highest probability in the gap) for each
     gap between two letters where it reached SPACE_KEPT_MIN."""
+    spaces = gap_spaces(row, character, steps)
+    for k in np.flatnonzero(spaces >= SPACE_KEPT_MIN):
+        left, right = character[chosen[steps[k - 1]]], character[chosen[steps[k]]]
+        if len(left) == len(right) == 1 and _spaced_letter(left) and _spaced_letter(right):
+            yield int(k), round(float(spaces[k]), 4)
+
+
+def gap_spaces(row: np.ndarray, character: Sequence[str], steps: np.ndarray) -> np.ndarray:
+    """For each character a line's greedy decoding writes (``steps``, from ``greedy_steps``), the
+    space class's highest probability on the steps between it and the character before: 0 for the
+    first, for two characters on neighbouring steps, and where the classifier has no space."""
+    out = np.zeros(len(steps), np.float32)
     if " " not in character:
-        return
+        return out
     space = list(character).index(" ")
     for k in range(1, len(steps)):
-        if steps[k] - steps[k - 1] < 2:
-            continue
-        left, right = character[chosen[steps[k - 1]]], character[chosen[steps[k]]]
-        if not (len(left) == len(right) == 1 and _spaced_letter(left) and _spaced_letter(right)):
-            continue
-        share = float(row[steps[k - 1] + 1 : steps[k], space].max())
-        if share >= SPACE_KEPT_MIN:
-            yield k, round(share, 4)
+        if steps[k] - steps[k - 1] >= 2:
+            out[k] = row[steps[k - 1] + 1 : steps[k], space].max()
+    return out
 
 
 @functools.cache

@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from workers.engines.cpu.letters import Runners
 
@@ -135,7 +135,7 @@ def split(text: str, runners: Sequence[Runners], language: str) -> tuple[str, tu
                 continue  # no gap; or a name in camel case ("MacWrite", "PowerPoint"), one word
             halves = [zipf(lowered(text[a:b], language), language) for a, b in ((start, cut), (cut, end))]
             short = [b - a == 1 for a, b in ((start, cut), (cut, end))]
-            if any(z < (SHORT_MIN_ZIPF if one else 1e-9) for z, one in zip(halves, short, strict=True)):
+            if any(z < SHORT_MIN_ZIPF if one else z <= 0 for z, one in zip(halves, short, strict=True)):
                 continue
             if min(halves) > best_zipf:
                 best, best_zipf = cut, min(halves)
@@ -165,7 +165,7 @@ def _best_spelling(
     *,
     changes: int = MAX_CHANGES,
     above: float = 0.0,
-    shapes=None,
+    shapes: Callable[[str], bool] | None = None,
 ) -> str | None:
     """The most used word (Zipf over ``above``) spelled by changing the fewest of ``word``'s letters,
     at most ``changes``, each to one of its ``options``, and written as ``shapes`` allows (a

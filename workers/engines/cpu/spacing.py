@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from workers.engines.cpu.letters import greedy_steps
+from workers.engines.cpu.letters import gap_spaces, greedy_steps
 
 # The space class's probability, on a step between two characters, that writes a space there.
 SPACE_MIN = 0.2
@@ -76,24 +76,18 @@ def spaced(
     ``row``'s ``letters.greedy_steps``, where the caller has them already."""
     if not any(ch.isascii() and ch.isalnum() for ch in text):
         return text, ()  # no Latin letter or digit: nothing here can take a space
-    space = list(character).index(" ") if " " in character else None
     chosen, steps = decoded if decoded is not None else greedy_steps(row)
     letters = [character[c] for c in chosen[steps]]
     if "".join(letters) != text or any(len(ch) != 1 for ch in letters):
         return text, ()
+    spaces = gap_spaces(row, character, steps)  # 0 for the first character: nothing before it
     out: list[str] = []
     moved: list[int | None] = []
     for k, ch in enumerate(text):
         if _read_twice(text, k, steps):
             moved.append(None)
             continue
-        gap = steps[k] - steps[k - 1] if k else 0
-        if (
-            gap >= 2
-            and space is not None
-            and _spaceable(text, k - 1)
-            and float(row[steps[k - 1] + 1 : steps[k], space].max()) >= SPACE_MIN
-        ):
+        if spaces[k] >= SPACE_MIN and _spaceable(text, k - 1):
             out.append(" ")
         moved.append(len(out))
         out.append(ch)
