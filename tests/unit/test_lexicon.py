@@ -180,3 +180,40 @@ def test_no_split_without_the_gap_or_where_the_word_or_a_half_is_no_word():
     # A one-letter half must be one of the language's commonest words: "x" is not.
     text = "taxx"
     assert lexicon.split(text, [_gap(text, 3, 0.5)], "en")[0] == text
+
+
+def test_a_mark_the_recogniser_dropped_is_written_where_the_word_needs_it():
+    # The Turkish Declaration (bench corpus): "İnsan" read without İ's dot, "tarafından" with a dot
+    # on its ı; neither had the right letter among its runners-up (under 2 %). wordfreq's Turkish
+    # list holds the spellings typed without marks ("tarafindan" at 3.9), so a known word takes the
+    # mark only where that makes it a hundred times more used ("tarafından" 6.1; German "über" 6.4
+    # for "uber" 4.1, but "Brücke", 4.6, is not common enough to outweigh an unlisted "Brucke").
+    assert 0 < lexicon.zipf("tarafindan", "tr") < lexicon.zipf("tarafından", "tr") - lexicon.MARKED_MARGIN
+    text = "Insan hakları tarafindan"
+    assert lexicon.corrected(text, [], "tr") == "İnsan hakları tarafından"
+    assert lexicon.corrected("Er ist uber die Brucke gegangen", [], "de") == "Er ist über die Brucke gegangen"
+
+
+def test_no_mark_where_the_word_stands_as_read_is_in_capitals_or_the_language_writes_none():
+    # Spanish "publico" (I publish) and "Mexico" are words whose marked twins are only a little
+    # commoner; Polish "moze" likewise; a word in capitals often drops its accents on purpose.
+    for text, language in [("publico Mexico numero", "es"), ("moze", "pl"), ("INSAN HAKLARI", "tr")]:
+        assert lexicon.corrected(text, [], language) == text
+    # The Czech Declaration's "jsou nadáni rozumem ... maje": too rare for the small list, right as
+    # read, and their marked twins ("nadání", "máje") are not common enough to outweigh that.
+    assert lexicon.zipf("maje", "cs") == lexicon.zipf("nadáni", "cs") == 0
+    assert lexicon.corrected("jsou nadáni rozumem maje", [], "cs") == "jsou nadáni rozumem maje"
+    # English has no common letters beyond ASCII: nothing is ever marked.
+    assert lexicon.corrected("naive cafe resume", [], "en") == "naive cafe resume"
+    # A mark comes only where the runners-up spell no word: "artykut" has no letter with a mark
+    # that makes it Polish ("ł" is no "t" with a mark), so it stays.
+    assert lexicon.corrected("artykut", [], "pl") == "artykut"
+
+
+def test_the_recognisers_first_choice_is_an_option_where_letters_replaced_it():
+    # ``letters`` wrote the runner-up "ó" for the recogniser's "o" (both Polish letters, "ó" at 10 %
+    # or more), as on the Polish Declaration's "póstępowych"; "wólności" is no word, "wolności" is:
+    # the recogniser's first choice comes back.
+    runner = Runners(1, "o", (("ó", 0.3),))
+    assert lexicon.zipf("wólności", "pl") == 0 < lexicon.zipf("wolności", "pl")
+    assert lexicon.corrected("wólności", [runner], "pl") == "wolności"

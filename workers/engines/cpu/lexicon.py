@@ -20,8 +20,14 @@ pairs): one letter changed, to a common word (``SHORT_MIN_ZIPF``) a thousand tim
 the word as read (``SHORT_MARGIN``), written in lower case or capitalised: Spanish "EI" becomes
 "El", Polish "tu" stays beside "to", a receipt's "SDN" stays.
 
-Nothing is read again and no letter the recogniser did not offer is ever written: names, codes
-and numbers stay as read unless the recogniser itself offered a known word.
+Nothing is read again, and the letters written are the recogniser's runners-up, its own first
+choice where ``letters`` replaced it, or, where those spell no word, a mark the recogniser
+dropped (``_marked``): a letter of a word of four letters or more, in lower case or capitalised,
+becomes one of the language's common letters that is the same letter with a mark, where that
+makes a word a hundred times more used than the word as read (``MARKED_MARGIN``; Turkish "Insan"
+→ "İnsan", "tarafindan" → "tarafından": the dot is a few pixels, the tiny recogniser offered
+``İ`` and ``ı`` under 2 %, and wordfreq lists the spellings typed without marks too). Names, codes
+and numbers stay as read unless one of those makes a known word.
 
 What that leaves (a doubled letter, a right letter under 2 %, a word too rare for the small list)
 the recogniser may have read again by Tesseract's model of the language
@@ -34,9 +40,10 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 
-from workers.engines.cpu.letters import Runners
+from workers.engines.cpu.letters import Runners, language_letters
 
 # wordfreq's list: the words used at least once in a million (Zipf 3 and above; others read 0).
 WORDLIST = "small"
@@ -57,6 +64,17 @@ MIN_LETTERS = 4
 SHORT_MIN_LETTERS = 2
 SHORT_MARGIN = 3.0
 SHORT_MIN_ZIPF = 5.5
+# A word of four letters or more takes a mark the recogniser may have dropped (``_marked``) only
+# where that makes it a word used this much more (2 Zipf: a hundred times) than the word as read,
+# which counts as at least LISTED_ZIPF (the small list's floor) when the list lacks it. The lists
+# hold the spellings people type without the marks (Turkish "tarafindan" at 3.9 beside
+# "tarafından" at 6.1, German "uber" 4.1 beside "über" 6.4), but also words in their own right
+# whose marked twin is only a little commoner (Spanish "publico" 4.1 / "público" 5.3, "Mexico"
+# 4.4 / "México" 5.5, Polish "moze" 5.0 / "może" 6.4: kept as read); and a word too rare for the
+# list may be right as read (the Czech Declaration's "maje" and "nadáni", not "máje", 3.4, and
+# "nadání", 3.7). Words in capitals are left as read: many languages drop accents on capitals.
+MARKED_MARGIN = 2.0
+LISTED_ZIPF = 3.0
 _WORD = re.compile(r"[^\W\d_]+")
 
 
@@ -88,11 +106,13 @@ def zipf(word: str, language: str) -> float:
 
 
 def corrected(text: str, runners: Sequence[Runners], language: str) -> str:
-    """``text`` with each unknown word replaced by the most used known word its runners-up spell
-    (see the module doc); ``text`` itself where none does or ``language`` is not covered."""
-    if not runners or not covers(language):
+    """``text`` with each unknown word replaced by the most used known word its runners-up spell,
+    or a mark the recogniser dropped (see the module doc); ``text`` itself where none does or
+    ``language`` is not covered."""
+    if not covers(language):
         return text
     by_position = {r.position: r for r in runners}
+    marks = _marked(language)
     chars = list(text)
     for match in _WORD.finditer(text):
         start, end = match.span()
@@ -101,14 +121,26 @@ def corrected(text: str, runners: Sequence[Runners], language: str) -> str:
             continue
         short = end - start < MIN_LETTERS
         read = zipf(lowered(word, language), language)
-        if read > 0 and not short:
-            continue
-        options = [(i, _offered(by_position[i], text[i], as_read=short)) for i in range(start, end) if i in by_position]
+        dropped = [(i, marks[text[i]]) for i in range(start, end) if text[i] in marks]
         if short:
+            options = [
+                (i, _offered(by_position[i], text[i], as_read=True)) for i in range(start, end) if i in by_position
+            ]
             above = max(read + SHORT_MARGIN, SHORT_MIN_ZIPF)
             best = _best_spelling(word, start, options, language, changes=1, above=above, shapes=_word_shape)
         else:
-            best = _best_spelling(word, start, options, language)
+            best = None
+            if read <= 0:
+                options = [
+                    (i, _offered(by_position[i], text[i], as_read=False)) for i in range(start, end) if i in by_position
+                ]
+                best = _best_spelling(word, start, options, language)
+            if best is None:  # a mark the recogniser dropped? (a word as read counts as listed)
+                above = max(read, LISTED_ZIPF) + MARKED_MARGIN
+                # A listed word is one mark from its other spelling ("tarafindan"): one change is
+                # looked for, which keeps the lookups to one a markable letter (~10 ms a page).
+                changes = 1 if read > 0 else MAX_CHANGES
+                best = _best_spelling(word, start, dropped, language, changes=changes, above=above, shapes=_word_shape)
         if best is not None:
             chars[start:end] = best
     return "".join(chars)
@@ -190,11 +222,35 @@ def _best_spelling(
 
 def _offered(runners: Runners, read: str, *, as_read: bool) -> tuple[str, ...]:
     """A letter's runners-up in the case of the letter they would replace, and, ``as_read``, also
-    as the recogniser offered them."""
+    as the recogniser offered them; and the recogniser's own first choice where ``letters`` wrote
+    another (Czech "příznána": ``letters`` took the runner-up ``í`` for the ``i`` of "přiznána")."""
     cased = tuple(_in_case(ch, read) for ch, _share in runners.letters)
+    first = (runners.chosen,) if runners.chosen != read else ()
     if not as_read:
-        return cased
-    return tuple(dict.fromkeys(cased + tuple(ch for ch, _share in runners.letters)))
+        return tuple(dict.fromkeys(cased + first))
+    return tuple(dict.fromkeys(cased + tuple(ch for ch, _share in runners.letters) + first))
+
+
+# Letters that are another letter with a mark but that Unicode does not decompose.
+_UNDECOMPOSED = {"ı": "i", "ł": "l", "Ł": "L", "ø": "o", "Ø": "O", "đ": "d", "Đ": "D", "ħ": "h", "Ħ": "H"}
+
+
+@functools.cache
+def _marked(language: str) -> dict[str, tuple[str, ...]]:
+    """For each letter, the language's common letters beyond ASCII (``letters.language_letters``'s
+    ``preferred``) that are that letter with a mark more: Turkish ``I`` → ``İ``, ``i`` → ``ı``;
+    Vietnamese ``ê`` → ``ế``, ``ề``...; none for a language whose alphabet is unknown."""
+    known = language_letters(language)
+    if known is None:
+        return {}
+    found: dict[str, list[str]] = {}
+    for letter in sorted(known.preferred):
+        parts = unicodedata.normalize("NFD", letter)
+        bases = {unicodedata.normalize("NFC", parts[:k]) for k in range(1, len(parts))}
+        bases |= {_UNDECOMPOSED[letter]} if letter in _UNDECOMPOSED else set()
+        for base in bases:
+            found.setdefault(base, []).append(letter)
+    return {base: tuple(marked) for base, marked in found.items()}
 
 
 def _word_shape(word: str) -> bool:

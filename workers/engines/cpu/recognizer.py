@@ -737,8 +737,9 @@ class RapidOcrRecognizer:
                         found = tuple(
                             replace(r, position=moved[r.position]) for r in found if moved[r.position] is not None
                         )
-                    if found:
-                        runners.setdefault(index[i] if index is not None else int(i), []).append((line, found))
+                    # Kept when empty too: the line was read by this recogniser, so the lexicon
+                    # still judges its words (a mark dropped where nothing was doubted).
+                    runners.setdefault(index[i] if index is not None else int(i), []).append((line, found))
         return out
 
     def recognize(self, image: np.ndarray, regions: Sequence[LayoutBox], *, cancelled=None) -> Recognition:
