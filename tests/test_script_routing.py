@@ -20,6 +20,7 @@ from workers.engines.cpu.recognizer import FULL_BANDS
 from workers.engines.cpu.script import (
     FLAG_SCRIPT_UNSUPPORTED,
     MISREAD_SHARE,
+    SAMPLE_FIRST,
     SCRIPT_CJK,
     SCRIPT_LATIN,
     SCRIPT_UNSUPPORTED,
@@ -167,13 +168,28 @@ def test_real_scans_in_scripts_without_a_recogniser_are_flagged_and_latin_ones_a
 
 @pytest.mark.slow  # two pages read by both heads: 2.5-3.5 s each
 @pytest.mark.parametrize("name", ["udhr_rus.pdf", "udhr_bul.pdf"])
-def test_cyrillic_pages_are_flagged_though_the_full_head_is_sure_of_their_commas(without_other_scripts, name):
+def test_cyrillic_pages_are_flagged_though_the_full_head_is_sure_of_their_commas(
+    without_other_scripts, monkeypatch, name
+):
     """The UDHR in Russian and Bulgarian (the evaluation corpus's pages, bench/corpus/files/udhr):
     the full head reads Cyrillic lines as spaces and commas, confidently; that reads nothing. What
-    stays reads as words or numbers: no bare punctuation, no Latin lookalikes ("CTaTbA1")."""
+    stays reads as words or numbers: no bare punctuation, no Latin lookalikes ("CTaTbA1"). The
+    full head reads only the sample's first lines: they read nothing, and the rest of the sample
+    (1.3 CPU-s of the page's 4.5) would have told nothing more."""
+    full = without_other_scripts._full_head_recognizer()
+    read_by_full: list[int] = []
+    real = without_other_scripts._read_crops
+
+    def counted(crops, rec=None, **kwargs):  # a spy on the real call, not a stand-in
+        if rec is full:
+            read_by_full.append(len(crops))
+        return real(crops, rec, **kwargs)
+
+    monkeypatch.setattr(without_other_scripts, "_read_crops", counted)
     with pymupdf.open(BUNDLED_DATA.parent.parent / "bench" / "corpus" / "files" / "udhr" / name) as doc:
         read = without_other_scripts.read_page(_render(doc[0]))
     assert (read.script, read.flags) == (SCRIPT_UNSUPPORTED, (FLAG_SCRIPT_UNSUPPORTED,))
+    assert read_by_full == [SAMPLE_FIRST]
     assert all(any(c.isalnum() for c in line.text) for line in read.lines), "no lines of bare punctuation"
     share, words = script_misread_share(_text(read))
     assert share < MISREAD_SHARE, (share, words, _text(read)[:300])

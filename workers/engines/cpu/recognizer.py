@@ -388,12 +388,8 @@ class RapidOcrRecognizer:
         widths = [crop.shape[1] / max(1, crop.shape[0]) for crop in crops]
         picked = script_check.sample(scores, widths)
         full = self._full_head_recognizer()
-        again = (
-            [read[i] for i in picked]
-            if full is self._recognition
-            else self._read_crops([crops[i] for i in picked], full, width_step=0)
-        )
-        check = script_check.judge(again, [widths[i] for i in picked])
+        again, check = self._judge_sample(crops, read, picked, widths, full)
+        picked = picked[: len(again)]
         log.debug("script check: %s (confidence %.3f, CJK share %.2f)", check.script, check.confidence, check.cjk_share)
         if check.script == script_check.SCRIPT_CJK and full is not self._recognition:
             rest = [i for i in range(len(crops)) if i not in set(picked)]
@@ -416,6 +412,24 @@ class RapidOcrRecognizer:
         read = self._reread_unsure(crops, read, dict(zip(picked, again, strict=True)), runners=runners)
         read, flags = self._in_language(crops, read, check.script, runners)
         return read, check.script, (*check.flags, *flags)
+
+    def _judge_sample(
+        self, crops: list[np.ndarray], read: list[tuple[str, float]], picked: list[int], widths: list[float], full
+    ) -> tuple[list[tuple[str, float]], script_check.ScriptCheck]:
+        """The full head's readings of the ``picked`` lines it needed and the script they say
+        (``script.judge``): the first ``SAMPLE_FIRST`` of them, and the rest only where those read
+        something (``NOTHING_READ_BELOW``)."""
+        if full is self._recognition:
+            again = [read[i] for i in picked]
+            return again, script_check.judge(again, [widths[i] for i in picked])
+        first = picked[: script_check.SAMPLE_FIRST]
+        again = self._read_crops([crops[i] for i in first], full, width_step=0)
+        check = script_check.judge(again, [widths[i] for i in first])
+        if check.confidence < script_check.NOTHING_READ_BELOW or len(first) == len(picked):
+            return again, check
+        rest = picked[len(first) :]
+        again += self._read_crops([crops[i] for i in rest], full, width_step=0)
+        return again, script_check.judge(again, [widths[i] for i in picked])
 
     @functools.cached_property
     def _other_scripts(self) -> other_scripts.OtherScriptReader | None:

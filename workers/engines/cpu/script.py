@@ -51,6 +51,13 @@ CHECK_MIN_LINES = 2
 # How many unsure lines the full-head model reads to judge the script (the widest first: they
 # hold the most characters).
 SAMPLE_LINES = 12
+# The sample is read in two steps: its first SAMPLE_FIRST lines, and the rest only where those do
+# not already read as far under SURE_ABOVE as NOTHING_READ_BELOW (a script neither PP-OCR model
+# has: the full head reads almost nothing of Cyrillic, Hangul, Arabic or Hebrew print). Wide lines
+# of the full head cost ~0.16 CPU-s each, and on such a page the eight more told nothing: on every
+# page of the corpus read at 0° the first four lines' verdict was the twelve's (docs/benchmarks.md).
+SAMPLE_FIRST = 4
+NOTHING_READ_BELOW = 0.6
 # The full-head reading of the sample must reach this confidence (character-weighted mean) to
 # count as read at all; its CJK characters must make up this share of it to make the page CJK.
 SURE_ABOVE = 0.8
