@@ -379,11 +379,24 @@ class RapidOcrRecognizer:
             # and after, when the second reading made more of it confident.
             if self._reads_lookalikes(read):
                 return self._unsupported(crops, read)
+            # A page in a language the recogniser cannot write (Vietnamese) that a model here reads
+            # is read by that model before its unsure lines are read again for nothing (udhr-vie:
+            # ~4.9 of its 7 CPU-s went on re-reading lines the Vietnamese model then read whole).
+            tried = None
+            if self._judges_reading(script_check.script_of(read)) and any(
+                score < self.config.reread_below for _text, score in read
+            ):
+                found = self._language_found(read)
+                if found is not None and found.unsupported and found.language in other_scripts.LANGUAGE_SCRIPTS:
+                    other = self._read_in_language_model(crops, found)
+                    if other is not None:
+                        return other, script_check.script_of(read), ()
+                    tried = found.language  # its model did not read the page: not asked twice
             read = self._reread_unsure(crops, read, runners=runners)
             if self._reads_lookalikes(read):
                 return self._unsupported(crops, read)
             script = script_check.script_of(read)
-            read, flags = self._in_language(crops, read, script, runners)
+            read, flags = self._in_language(crops, read, script, runners, tried=tried)
             return read, script, flags
         widths = [crop.shape[1] / max(1, crop.shape[0]) for crop in crops]
         picked = script_check.sample(scores, widths)
@@ -532,19 +545,44 @@ class RapidOcrRecognizer:
         return True
 
     def _in_language(
-        self, crops: list[np.ndarray], read: list[tuple[str, float]], script: str, runners: RunnersByLine
+        self,
+        crops: list[np.ndarray],
+        read: list[tuple[str, float]],
+        script: str,
+        runners: RunnersByLine,
+        tried: str | None = None,
     ) -> tuple[list[tuple[str, float]], tuple[str, ...]]:
         """A Latin page's reading with its letters as its language writes them (``letters``: the
         recogniser's runners-up decide, where the language is identified with confidence), and
         ``language:unsupported`` when that language needs letters the recognisers that read it
         (the recogniser and its re-reader) cannot write (``language.check``; the identifier loads
         on the first page with enough text) — unless a model installed for that language
-        (``other_scripts.LANGUAGE_SCRIPTS``: Vietnamese) reads the page with confidence instead."""
+        (``other_scripts.LANGUAGE_SCRIPTS``: Vietnamese) reads the page with confidence instead
+        (``tried``: a language whose model was asked already and did not)."""
         if not self._judges_reading(script):
             return read, ()
+        found = self._language_found(read)
+        if found is None:
+            return read, ()
+        if found.unsupported and found.language in other_scripts.LANGUAGE_SCRIPTS and found.language != tried:
+            other = self._read_in_language_model(crops, found)
+            if other is not None:
+                return other, ()
+        if found.sure and runners:
+            written = letters.language_letters(found.language)
+            kept = [_kept_runners(reading, runners.get(i, ())) for i, reading in enumerate(read)]
+            written_lines = [_as_written(reading, kept[i], written, found.language) for i, reading in enumerate(read)]
+            read = [reading for reading, _runners in written_lines]
+            kept = [line_runners for _reading, line_runners in written_lines]
+            read = self._reread_unknown_words(crops, read, kept, found.language)
+        return read, found.flags
+
+    def _language_found(self, read: list[tuple[str, float]]) -> language_check.LanguageCheck | None:
+        """The language of a page's confident lines and whether the page's readers can write it
+        (``language.check``); None where they hold too little text to tell."""
         text = _confident_text(read)
         if not language_check.needs_check(text):
-            return read, ()
+            return None
         if self._charset is None:
             readers = [r for r in (self._recognition, self._rereader) if r is not None]
             self._charset = language_check.charset_of(r.postprocess_op.character for r in readers)
@@ -556,18 +594,15 @@ class RapidOcrRecognizer:
                 found.missing,
                 100 * found.missing_share,
             )
-            if found.language in other_scripts.LANGUAGE_SCRIPTS:
-                other = self._read_other_script(crops, [other_scripts.LANGUAGE_SCRIPTS[found.language]])
-                if other is not None:
-                    return other[0], ()
-        if found.sure and runners:
-            written = letters.language_letters(found.language)
-            kept = [_kept_runners(reading, runners.get(i, ())) for i, reading in enumerate(read)]
-            written_lines = [_as_written(reading, kept[i], written, found.language) for i, reading in enumerate(read)]
-            read = [reading for reading, _runners in written_lines]
-            kept = [line_runners for _reading, line_runners in written_lines]
-            read = self._reread_unknown_words(crops, read, kept, found.language)
-        return read, found.flags
+        return found
+
+    def _read_in_language_model(
+        self, crops: list[np.ndarray], found: language_check.LanguageCheck
+    ) -> list[tuple[str, float]] | None:
+        """Every line read by the model installed for a language the recogniser cannot write
+        (``other_scripts.LANGUAGE_SCRIPTS``), where it reads the page with confidence; else None."""
+        other = self._read_other_script(crops, [other_scripts.LANGUAGE_SCRIPTS[found.language]])
+        return None if other is None else other[0]
 
     def _reread_unknown_words(
         self,
