@@ -85,6 +85,72 @@ def test_a_word_too_rare_for_the_list_is_taken_only_where_our_runners_up_agree()
     assert lexicon.merged(ours, theirs, "tr", [_runner(ours, at - 3, ("e", 0.5))]) == ours
 
 
+def test_a_mark_the_recogniser_read_is_taken_away_only_by_a_strong_runner_up():
+    # The Polish Declaration at 150 dpi: "skończoną", ą read at 95 % and a at 5 %; the word is too
+    # rare for the small list, "skończona" is in it. The mark is ink the recogniser saw.
+    text = "nie skończoną jeszcze"
+    assert lexicon.zipf("skończoną", "pl") == 0 < lexicon.zipf("skończona", "pl")
+    at = text.index("ą")
+    assert lexicon.corrected(text, [_runner(text, at, ("a", 0.05))], "pl") == text
+    assert lexicon.corrected(text, [_runner(text, at, ("a", 0.2))], "pl") == "nie skończona jeszcze"
+    # A mark English does not write is a speck as often as ink: a weak runner-up takes it away.
+    scan = "my fathér said"
+    assert lexicon.corrected(scan, [_runner(scan, scan.index("é"), ("e", 0.05))], "en") == "my father said"
+
+
+def test_the_recognisers_first_choice_agrees_where_letters_wrote_its_runner_up():
+    # The Polish Declaration (p2, 200 dpi): the recogniser read "pogwatceniem", o first and ó at 16 %;
+    # ``letters`` wrote ó (a common Polish letter), so the line came to the lexicon "pógwatceniem".
+    # Tesseract's Polish model reads "pogwałceniem" (too rare for the small list): its o is our first
+    # choice, its ł our runner-up, so the two readers agree on both letters.
+    ours, theirs = "będącą pógwatceniem niniejszej", "będącą pogwałceniem niniejszej"
+    assert lexicon.zipf("pogwałceniem", "pl") == 0
+    at = ours.index("pógwatceniem")
+    first_choice = Runners(at + 1, "o", (("ó", 0.16),))
+    assert lexicon.merged(ours, theirs, "pl", [first_choice, _runner(ours, at + 5, ("ł", 0.03))]) == theirs
+    # Without the first choice nothing offered o there: ours stays.
+    assert lexicon.merged(ours, theirs, "pl", [_runner(ours, at + 5, ("ł", 0.03))]) == ours
+
+
+def test_a_letter_the_second_reading_writes_twice_is_taken_for_an_unknown_word():
+    # Two like letters with no blank step between them are one letter to a CTC decoder: the Turkish
+    # "fiillerden" read "fillerden". Tesseract's Turkish model writes the i twice.
+    ours, theirs = "teşkil etmeyen fillerden dolayı", "teşkil etmeyen fiillerden dolayı"
+    assert lexicon.zipf("fillerden", "tr") == 0
+    assert lexicon.merged(ours, theirs, "tr") == theirs
+    # Not a doubled letter (a letter added), nor one added to a word the language uses: ours stays.
+    assert lexicon.merged(ours, "teşkil etmeyen fiallerden dolayı", "tr") == ours
+    assert lexicon.merged("bu haklar", "bu haaklar", "tr") == "bu haklar"
+
+
+def test_a_glyph_read_twice_as_two_letters_is_read_once_where_the_second_reading_agrees():
+    # The Czech Declaration at 150 dpi: ý on one step, ó on the next, ó's runner-up ý at 91 %.
+    ours, theirs = "a nezcizitelnýóch práv", "a nezcizitelných práv"
+    at = ours.index("ó")
+    runners = [_runner(ours, at - 1, ("ó", 0.21)), _runner(ours, at, ("ý", 0.91))]
+    assert lexicon.merged(ours, theirs, "cs", runners) == theirs
+    # Without that runner-up the extra letter may be the second reading's loss: ours stays.
+    assert lexicon.merged(ours, theirs, "cs", runners[:1]) == ours
+
+
+def test_a_word_the_second_reading_changed_is_changed_alike_where_it_was_not_read_again():
+    # The Polish Declaration: "Artykut" under every article; the lines where the recogniser doubted
+    # its t were read again ("Artykuł"), the two where it did not stayed.
+    before = ["Artykut 2", "Artykut 5", "Każdy człowiek ma prawo", "Artykut 6"]
+    after = [("Artykuł 2", 0.9), ("Artykut 5", 0.95), ("Każdy człowiek ma prawo", 0.97), ("Artykut 6", 0.96)]
+    assert [text for text, _ in lexicon.as_elsewhere(before, after, "pl")] == [
+        "Artykuł 2",
+        "Artykuł 5",
+        "Każdy człowiek ma prawo",
+        "Artykuł 6",
+    ]
+    # A word changed two ways, or a word the language uses, is left where it was not read again.
+    twice = [("Artykuł 2", 0.9), ("Artykul 3", 0.9), ("Artykut 5", 0.95)]
+    assert lexicon.as_elsewhere(["Artykut 2", "Artykut 3", "Artykut 5"], twice, "pl")[2][0] == "Artykut 5"
+    known = lexicon.as_elsewhere(["prawa 2", "prawa 5"], [("prawo 2", 0.9), ("prawa 5", 0.9)], "pl")
+    assert known[1][0] == "prawa 5"
+
+
 def test_an_ascii_letter_gives_way_to_a_common_letter_of_the_language_from_the_second_reading():
     ours, theirs = "w Paryżu, uchwalita 10 grudnia", "w Paryżu, uchwaliła 10 grudnia"
     assert lexicon.zipf("uchwaliła", "pl") == 0  # too rare for the small list

@@ -26,13 +26,16 @@ dropped (``_marked``): a letter of a word of four letters or more, in lower case
 becomes one of the language's common letters that is the same letter with a mark, where that
 makes a word a hundred times more used than the word as read (``MARKED_MARGIN``; Turkish "Insan"
 → "İnsan", "tarafindan" → "tarafından": the dot is a few pixels, the tiny recogniser offered
-``İ`` and ``ı`` under 2 %, and wordfreq lists the spellings typed without marks too). Names, codes
-and numbers stay as read unless one of those makes a known word.
+``İ`` and ``ı`` under 2 %, and wordfreq lists the spellings typed without marks too). A mark of
+the language's own that the recogniser read itself is taken away only by a strong runner-up
+(``letters.RUNNER_UP_MIN``): it saw the ink, and the word may be too rare for the list ("skończoną").
+Names, codes and numbers stay as read unless one of those makes a known word.
 
 What that leaves (a doubled letter, a right letter under 2 %, a word too rare for the small list)
 the recogniser may have read again by Tesseract's model of the language
 (``recognizer._reread_unknown_words``, the lines holding ``doubted_words``); ``merged`` decides,
-word by word, where that second reading is taken.
+word by word, where that second reading is taken, and ``as_elsewhere`` makes the same change to
+the same misread word on the page's lines that were not read again.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from workers.engines.cpu.letters import Runners, language_letters
+from workers.engines.cpu.letters import RUNNER_UP_MIN, Runners, language_letters
 
 # wordfreq's list: the words used at least once in a million (Zipf 3 and above; others read 0).
 WORDLIST = "small"
@@ -113,6 +116,8 @@ def corrected(text: str, runners: Sequence[Runners], language: str) -> str:
         return text
     by_position = {r.position: r for r in runners}
     marks = _marked(language)
+    known = language_letters(language)
+    own = known.written if known is not None else frozenset()
     chars = list(text)
     for match in _WORD.finditer(text):
         start, end = match.span()
@@ -123,7 +128,7 @@ def corrected(text: str, runners: Sequence[Runners], language: str) -> str:
         read = zipf(lowered(word, language), language)
         if short:
             options = [
-                (i, _offered(by_position[i], text[i], as_read=True)) for i in range(start, end) if i in by_position
+                (i, _offered(by_position[i], text[i], own, as_read=True)) for i in range(start, end) if i in by_position
             ]
             above = max(read + SHORT_MARGIN, SHORT_MIN_ZIPF)
             best = _best_spelling(word, start, options, language, changes=1, above=above, shapes=_word_shape)
@@ -131,7 +136,9 @@ def corrected(text: str, runners: Sequence[Runners], language: str) -> str:
             best = None
             if read <= 0:
                 options = [
-                    (i, _offered(by_position[i], text[i], as_read=False)) for i in range(start, end) if i in by_position
+                    (i, _offered(by_position[i], text[i], own, as_read=False))
+                    for i in range(start, end)
+                    if i in by_position
                 ]
                 best = _best_spelling(word, start, options, language)
             if best is None:  # a mark the recogniser dropped? (a word as read counts as listed)
@@ -221,15 +228,21 @@ def _best_spelling(
     return None
 
 
-def _offered(runners: Runners, read: str, *, as_read: bool) -> tuple[str, ...]:
+def _offered(runners: Runners, read: str, own: frozenset[str], *, as_read: bool) -> tuple[str, ...]:
     """A letter's runners-up in the case of the letter they would replace, and, ``as_read``, also
     as the recogniser offered them; and the recogniser's own first choice where ``letters`` wrote
     another (Czech "příznána": ``letters`` took the runner-up ``í`` for the ``i`` of "přiznána")."""
-    cased = tuple(_in_case(ch, read) for ch, _share in runners.letters)
+    # A marked letter of the language's own (``own``) that the recogniser read itself is ink it saw:
+    # its unmarked runner-up must be a strong one (``letters.RUNNER_UP_MIN``) to take the mark away
+    # (the Polish "skończoną", ą read at 95 %, is too rare for the small list, "skończona" is in
+    # it). A mark the language does not write is a speck as often (an English scan's "fathér").
+    seen = _bases(read) if read == runners.chosen and not read.isascii() and read in own else frozenset()
+    strong = [ch for ch, share in runners.letters if share >= RUNNER_UP_MIN or _in_case(ch, read) not in seen]
+    cased = tuple(_in_case(ch, read) for ch in strong)
     first = (runners.chosen,) if runners.chosen != read else ()
     if not as_read:
         return tuple(dict.fromkeys(cased + first))
-    return tuple(dict.fromkeys(cased + tuple(ch for ch, _share in runners.letters) + first))
+    return tuple(dict.fromkeys(cased + tuple(strong) + first))
 
 
 # Letters that are another letter with a mark but that Unicode does not decompose.
@@ -246,12 +259,17 @@ def _marked(language: str) -> dict[str, tuple[str, ...]]:
         return {}
     found: dict[str, list[str]] = {}
     for letter in sorted(known.preferred):
-        parts = unicodedata.normalize("NFD", letter)
-        bases = {unicodedata.normalize("NFC", parts[:k]) for k in range(1, len(parts))}
-        bases |= {_UNDECOMPOSED[letter]} if letter in _UNDECOMPOSED else set()
-        for base in bases:
+        for base in _bases(letter):
             found.setdefault(base, []).append(letter)
     return {base: tuple(marked) for base, marked in found.items()}
+
+
+@functools.cache
+def _bases(letter: str) -> frozenset[str]:
+    """The letters ``letter`` is with one or more marks more (``ế``: ``e``, ``ê``; ``ł``: ``l``)."""
+    parts = unicodedata.normalize("NFD", letter)
+    bases = {unicodedata.normalize("NFC", parts[:k]) for k in range(1, len(parts))}
+    return frozenset(bases | ({_UNDECOMPOSED[letter]} if letter in _UNDECOMPOSED else set()))
 
 
 def _word_shape(word: str) -> bool:
@@ -314,9 +332,14 @@ def merged(
     - a word ``language``'s list does not know, where ``theirs`` spells it differently only in
       letters that were our recogniser's own runners-up there (``runners``, positions in
       ``ours``: the two readers agree on each letter changed, as on the Turkish "bulunmalarına",
-      too rare for the list, read "bulunmalarina" with ı a runner-up of i), or that are the
+      too rare for the list, read "bulunmalarina" with ı a runner-up of i; the recogniser's first
+      choice counts where ``letters`` wrote a runner-up instead), or that are the
       language's own common letters beyond ASCII (``preferred``, ``letters.LanguageLetters``)
-      where ours read an ASCII letter (the Polish "uchwaliła" read "uchwalita").
+      where ours read an ASCII letter (the Polish "uchwaliła" read "uchwalita"); or only by a
+      letter ``theirs`` writes twice where ours wrote it once (``_doubled``: a CTC recogniser
+      writes two like letters as one when no blank step parts them; Turkish "fiilen"), or by a
+      letter of ours that ``theirs`` lacks and that our recogniser nearly read as its neighbour
+      (``_stuttered``: one glyph read twice; Czech "nezcizitelnýóch").
 
     Runs are matched by their words as written (``difflib``), so a word split or joined
     differently still lines up; nothing else of ``ours`` changes."""
@@ -329,7 +352,9 @@ def merged(
     mine = [token for _start, token in spans]
     offered: dict[int, set[str]] = {}
     for r in runners:
-        offered.setdefault(r.position, set()).update(lowered(ch, language) for ch, _share in r.letters)
+        # The recogniser's own first choice counts as offered where ``letters`` wrote a runner-up
+        # instead: the Polish "postępowych" read so, made "póstępowych" by ó's 15 %.
+        offered.setdefault(r.position, set()).update(lowered(ch, language) for ch in (r.chosen, *dict(r.letters)))
     out: list[str] = []
     changed = False
     matcher = difflib.SequenceMatcher(a=mine, b=other, autojunk=False)
@@ -352,8 +377,72 @@ def merged(
     return " ".join(out) if changed else ours
 
 
+def as_elsewhere(before: Sequence[str], after: Sequence[tuple[str, float]], language: str) -> list[tuple[str, float]]:
+    """``after`` (a page's lines once ``merged``; ``before``: the same lines before the second
+    reading) with each word the language does not use that the second reading changed on one line
+    changed the same way on the lines where it stayed: the same word in the same print is the same
+    misreading. The Polish Declaration's "Artykuł" read "Artykut" under every article: where the
+    recogniser doubted its t, Tesseract's Polish model read it again ("Artykuł"); under two articles
+    it did not doubt, and they stayed. Only words read one way everywhere they changed."""
+    changes: dict[str, set[str]] = {}
+    for old, (new, _score) in zip(before, after, strict=True):
+        if old == new:
+            continue
+        old_tokens, new_tokens = old.split(), new.split()
+        if len(old_tokens) != len(new_tokens):
+            continue
+        for a, b in zip(old_tokens, new_tokens, strict=True):
+            words_a, words_b = _WORD.findall(a), _WORD.findall(b)
+            if a == b or len(words_a) != len(words_b):
+                continue
+            for wa, wb in zip(words_a, words_b, strict=True):
+                if wa != wb and len(wa) >= MIN_LETTERS and zipf(lowered(wa, language), language) == 0:
+                    changes.setdefault(wa, set()).add(wb)
+    same = {word: next(iter(to)) for word, to in changes.items() if len(to) == 1}
+    if not same:
+        return list(after)
+    return [
+        (_WORD.sub(lambda m: same.get(m.group(), m.group()), text), score) if old == text else (text, score)
+        for old, (text, score) in zip(before, after, strict=True)
+    ]
+
+
 def _same_digits(run: Sequence[str], instead: Sequence[str]) -> bool:
     return _TOKEN_DIGITS.findall(" ".join(run)) == _TOKEN_DIGITS.findall(" ".join(instead))
+
+
+def _first_difference(shorter: str, longer: str) -> int:
+    """Where ``longer`` first differs from ``shorter`` (``len(shorter)`` where it only goes on)."""
+    return next((i for i, (a, b) in enumerate(zip(shorter, longer, strict=False)) if a != b), len(shorter))
+
+
+def _doubled(token: str, alternative: str) -> bool:
+    """Whether ``alternative`` is ``token`` with one of its letters written twice: where a CTC
+    recogniser's steps for two like letters hold no blank between them, it writes one (the Turkish
+    "fiillerden", "gayriinsani" read "fillerden", "gayrinsani")."""
+    if len(alternative) != len(token) + 1:
+        return False
+    k = _first_difference(token, alternative)
+    return (
+        k > 0
+        and alternative[k] == alternative[k - 1]
+        and alternative[k].isalpha()
+        and alternative[k + 1 :] == token[k:]
+    )
+
+
+def _stuttered(token: str, alternative: str, start: int, offered: dict[int, set[str]], language: str) -> bool:
+    """Whether ``alternative`` is ``token`` less one letter that our recogniser offered, as its
+    runner-up, the letter beside it: one glyph read on two steps as two classes, which CTC does
+    not merge (the Czech "nezcizitelných" read "nezcizitelnýóch", ó's runner-up ý at 91 %)."""
+    if len(alternative) != len(token) - 1:
+        return False
+    k = _first_difference(alternative, token)
+    if token[:k] + token[k + 1 :] != alternative or not token[k].isalpha():
+        return False
+    here = offered.get(start + k, set())
+    beside = {token[j] for j in (k - 1, k + 1) if 0 <= j < len(token) and token[j] != token[k]}
+    return any(lowered(ch, language) in here for ch in beside)
 
 
 def _agrees(
@@ -361,7 +450,11 @@ def _agrees(
 ) -> bool:
     """Whether ``alternative`` differs from ``token`` (at ``start`` in the line) only in letters
     our recogniser offered as runners-up at those places (``offered``) or, for an ASCII letter of
-    ours, in the language's common letters beyond ASCII (``preferred``)."""
+    ours, in the language's common letters beyond ASCII (``preferred``); or only by a letter
+    written twice that we wrote once (``_doubled``), or one we wrote twice as two letters
+    (``_stuttered``)."""
+    if _doubled(token, alternative) or _stuttered(token, alternative, start, offered, language):
+        return True
     if len(alternative) != len(token) or alternative == token:
         return False
     return all(

@@ -574,7 +574,9 @@ class RapidOcrRecognizer:
             written_lines = [_as_written(reading, kept[i], written, found.language) for i, reading in enumerate(read)]
             read = [reading for reading, _runners in written_lines]
             kept = [line_runners for _reading, line_runners in written_lines]
+            as_read = [text for text, _score in read]
             read = self._reread_unknown_words(crops, read, kept, found.language)
+            read = lexicon.as_elsewhere(as_read, read, found.language)
         return read, found.flags
 
     def _language_found(self, read: list[tuple[str, float]]) -> language_check.LanguageCheck | None:
