@@ -382,16 +382,15 @@ class RapidOcrRecognizer:
             # A page in a language the recogniser cannot write (Vietnamese) that a model here reads
             # is read by that model before its unsure lines are read again for nothing (udhr-vie:
             # ~4.9 of its 7 CPU-s went on re-reading lines the Vietnamese model then read whole).
-            tried = None
-            if self._judges_reading(script_check.script_of(read)) and any(
-                score < self.config.reread_below for _text, score in read
-            ):
-                found = self._language_found(read)
-                if found is not None and found.unsupported and found.language in other_scripts.LANGUAGE_SCRIPTS:
-                    other = self._read_in_language_model(crops, found)
-                    if other is not None:
-                        return other, script_check.script_of(read), ()
-                    tried = found.language  # its model did not read the page: not asked twice
+            # (The check is a CLD2 call, ~1 ms, made again after the re-read on more text.)
+            unsure = any(score < self.config.reread_below for _text, score in read)
+            found = (
+                self._language_found(read) if unsure and self._judges_reading(script_check.script_of(read)) else None
+            )
+            other = self._read_in_language_model(crops, found)
+            if other is not None:
+                return other, script_check.script_of(read), ()
+            tried = found.language if found is not None and found.unsupported else None  # not asked twice
             read = self._reread_unsure(crops, read, runners=runners)
             if self._reads_lookalikes(read):
                 return self._unsupported(crops, read)
@@ -564,10 +563,9 @@ class RapidOcrRecognizer:
         found = self._language_found(read)
         if found is None:
             return read, ()
-        if found.unsupported and found.language in other_scripts.LANGUAGE_SCRIPTS and found.language != tried:
-            other = self._read_in_language_model(crops, found)
-            if other is not None:
-                return other, ()
+        other = self._read_in_language_model(crops, found) if found.language != tried else None
+        if other is not None:
+            return other, ()
         if found.sure and runners:
             written = letters.language_letters(found.language)
             kept = [_kept_runners(reading, runners.get(i, ())) for i, reading in enumerate(read)]
@@ -599,10 +597,13 @@ class RapidOcrRecognizer:
         return found
 
     def _read_in_language_model(
-        self, crops: list[np.ndarray], found: language_check.LanguageCheck
+        self, crops: list[np.ndarray], found: language_check.LanguageCheck | None
     ) -> list[tuple[str, float]] | None:
-        """Every line read by the model installed for a language the recogniser cannot write
-        (``other_scripts.LANGUAGE_SCRIPTS``), where it reads the page with confidence; else None."""
+        """Every line read by the model installed for the page's language (``found``) where the
+        recogniser cannot write it and a model here reads it (``other_scripts.LANGUAGE_SCRIPTS``)
+        with confidence; else None."""
+        if found is None or not found.unsupported or found.language not in other_scripts.LANGUAGE_SCRIPTS:
+            return None
         other = self._read_other_script(crops, [other_scripts.LANGUAGE_SCRIPTS[found.language]])
         return None if other is None else other[0]
 
